@@ -1,0 +1,121 @@
+"""What both worker roles share: the device, the seeded construction of a module, forward calls
+with their structural checks, and the environment report."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import measure, numerics, tensorio
+from .loading import WorkerError, trim
+
+CONSTRUCT_SEED = 42  # KernelBench seeds both Model and ModelNew construction alike
+
+
+def device_of(name: str) -> torch.device:
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise WorkerError("usage_error", f"--device {name}: no CUDA device is available")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        torch.cuda.set_device(device)
+    return device
+
+
+def seeded(seed: int):
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def as_outputs(result: Any) -> tuple[list[Any], str]:
+    """The forward's result as a list, and its structure ('tensor' or 'sequence')."""
+    if isinstance(result, (tuple, list)):
+        return list(result), "sequence"
+    return [result], "tensor"
+
+
+def describe(value: Any) -> dict[str, Any]:
+    if isinstance(value, torch.Tensor):
+        return {
+            "type": type(value).__module__ + "." + type(value).__qualname__,
+            "plain": type(value) is torch.Tensor,
+            "dtype": str(value.dtype).removeprefix("torch."),
+            "shape": list(value.shape),
+            "device": str(value.device),
+        }
+    return {"type": type(value).__module__ + "." + type(value).__qualname__, "plain": False}
+
+
+def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() and a.numel() > 0
+    except Exception:  # tensors without storage (subclasses, meta) cannot alias
+        return False
+
+
+def forward(model: torch.nn.Module, inputs: list, device: torch.device) -> Any:
+    try:
+        with torch.no_grad():
+            result = model(*inputs)
+        measure.synchronize(device)
+        return result
+    except WorkerError:
+        raise
+    except BaseException as error:  # noqa: BLE001 - the forward's failure is a verdict
+        import traceback
+
+        raise WorkerError(
+            "runtime_error",
+            f"forward raised {type(error).__name__}: {trim(str(error), 1500)}",
+            trim(traceback.format_exc()),
+        ) from error
+
+
+def save_outputs(path: Path, prefix: str, outputs: list[Any]) -> None:
+    tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
+    if len(tensors) == len(outputs):
+        tensorio.save(path, tensorio.output_tensors(prefix, tensors))
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "device": str(device),
+        "numerics": numerics.snapshot(),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env.update(
+            {
+                "device_name": props.name,
+                "compute_capability": f"{props.major}.{props.minor}",
+                "sm_count": props.multi_processor_count,
+                "device_memory_bytes": props.total_memory,
+                "l2_cache_bytes": getattr(props, "L2_cache_size", None),
+                "cuda_runtime": torch.version.cuda,
+                "cudnn": torch.backends.cudnn.version(),
+            }
+        )
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+            env["driver"] = pynvml.nvmlSystemGetDriverVersion()
+            env["sm_clock_mhz"] = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+            env["max_sm_clock_mhz"] = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
+            env["power_limit_w"] = pynvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000
+        except Exception as error:  # NVML is optional: the run goes on without clocks
+            env["nvml"] = f"unavailable: {type(error).__name__}"
+    else:
+        env["device_name"] = platform.processor() or platform.machine()
+        env["cpu_threads"] = torch.get_num_threads()
+    return env

@@ -1,0 +1,92 @@
+"""Module state: re-drawing parameters and buffers to non-identity values for the hidden
+families, and loading the reference's state into a candidate by name and shape.
+
+Why re-draw: a kernel that drops a multiply by a scale initialised to ones, or a bias
+initialised to zeros, is exact on the problem's own initial weights (threat S10)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def state_tensors(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters and persistent buffers by their state_dict names."""
+    return {name: t for name, t in module.state_dict(keep_vars=True).items()}
+
+
+def spec(module: nn.Module) -> dict[str, dict]:
+    return {
+        name: {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+        for name, t in state_tensors(module).items()
+    }
+
+
+def redraw(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Fresh values with the tensor's own first two moments; constant tensors (ones, zeros)
+    get spread around their constant so they stop being an identity. Non-negative tensors
+    (variances, scales that must stay positive) keep their sign."""
+    v = value.detach().to(torch.float64)
+    noise = torch.randn(v.shape, generator=gen, dtype=torch.float64, device=v.device)
+    mean = float(v.mean()) if v.numel() else 0.0
+    std = float(v.std()) if v.numel() > 1 else 0.0
+    nonnegative = v.numel() > 0 and bool((v >= 0).all()) and bool((v > 0).any())
+    if std > 1e-6 * max(abs(mean), 1e-12):
+        new = mean + std * noise
+    elif nonnegative:  # a positive constant such as a ones-initialised scale or running_var
+        new = mean * torch.exp(0.5 * noise)
+    else:  # zeros (biases, running means) or a negative constant
+        new = mean + max(abs(mean), 0.1) * noise
+    if nonnegative:
+        new = new.abs()
+    return new.to(value.dtype)
+
+
+def redrawn_state(
+    module: nn.Module, names: set[str], gen: torch.Generator
+) -> dict[str, torch.Tensor]:
+    state = {}
+    for name, tensor in state_tensors(module).items():
+        if name in names and tensor.is_floating_point():
+            state[name] = redraw(tensor, gen).contiguous()
+        else:
+            state[name] = tensor.detach().clone().contiguous()
+    return state
+
+
+def match(reference: dict[str, dict], candidate: dict[str, dict]) -> dict[str, str]:
+    """Maps reference state names to candidate ones: same name and shape first, then a
+    reference tensor whose shape is unique on both sides maps to the one tensor of that shape.
+    Anything else stays unmatched (and is not re-drawn, so both sides keep their seeded
+    construction values)."""
+    mapping = {
+        name: name
+        for name, info in reference.items()
+        if name in candidate
+        and candidate[name]["shape"] == info["shape"]
+        and candidate[name]["dtype"] == info["dtype"]
+    }
+
+    def by_shape(side: dict[str, dict], taken: set[str]) -> dict[tuple, list[str]]:
+        groups: dict[tuple, list[str]] = {}
+        for name, info in side.items():
+            if name not in taken:
+                groups.setdefault((tuple(info["shape"]), info["dtype"]), []).append(name)
+        return groups
+
+    reference_left = by_shape(reference, set(mapping))
+    candidate_left = by_shape(candidate, set(mapping.values()))
+    for key, names in reference_left.items():
+        if len(names) == 1 and len(candidate_left.get(key, [])) == 1:
+            mapping[names[0]] = candidate_left[key][0]
+    return mapping
+
+
+@torch.no_grad()
+def load_into(module: nn.Module, state: dict[str, torch.Tensor], mapping: dict[str, str]) -> None:
+    """Copies the reference state into the candidate in place (keeps the candidate's own
+    tensor objects, devices and layouts), so `_version` changes as a real update would."""
+    targets = state_tensors(module)
+    for reference_name, candidate_name in mapping.items():
+        if reference_name in state:
+            targets[candidate_name].copy_(state[reference_name])

@@ -1,0 +1,89 @@
+"""Entry point of a worker process: `python -m kbv.worker --role reference|candidate
+--in FD --out FD`. Serves the orchestrator's requests over the private channel until told to
+exit or the channel closes. Every failure is answered as a classified error; a crash or a hang
+is the orchestrator's to observe."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+from .channel import Channel
+from .loading import WorkerError, trim
+
+
+def serve(role, channel: Channel) -> None:
+    while True:
+        request = channel.receive()
+        if request is None or request.get("cmd") == "exit":
+            return
+        handler = getattr(role, f"cmd_{request.get('cmd')}", None)
+        if handler is None:
+            channel.send(
+                {
+                    "ok": False,
+                    "error": {
+                        "kind": "internal_error",
+                        "message": f"unknown command {request.get('cmd')!r}",
+                    },
+                }
+            )
+            continue
+        try:
+            channel.send({"ok": True, "result": handler(request)})
+        except WorkerError as error:
+            channel.send(
+                {
+                    "ok": False,
+                    "error": {"kind": error.kind, "message": error.message, "detail": error.detail},
+                }
+            )
+        except BaseException as error:  # noqa: BLE001 - report, let the orchestrator decide
+            channel.send(
+                {
+                    "ok": False,
+                    "error": {
+                        "kind": "runtime_error" if _in_hosted_code() else "internal_error",
+                        "message": f"{type(error).__name__}: {trim(str(error), 1500)}",
+                        "detail": trim(traceback.format_exc()),
+                    },
+                }
+            )
+
+
+def _in_hosted_code() -> bool:
+    """Errors raised from problem or candidate frames are theirs, not the worker's."""
+    tb = sys.exc_info()[2]
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__", "").startswith(("kbv_problem_", "kbv_candidate_")):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="kbv.worker")
+    parser.add_argument("--role", choices=["reference", "candidate"], required=True)
+    parser.add_argument("--in", dest="read_fd", type=int, required=True)
+    parser.add_argument("--out", dest="write_fd", type=int, required=True)
+    args = parser.parse_args()
+    channel = Channel(args.read_fd, args.write_fd)
+    if args.role == "reference":
+        from .reference import ReferenceRole
+
+        role = ReferenceRole()
+    else:
+        from .candidate import CandidateRole
+
+        role = CandidateRole()
+    serve(role, channel)
+    sys.stdout.flush()
+    # Skip interpreter teardown: hosted extensions and CUDA contexts can crash or hang in
+    # their destructors, which would turn a finished evaluation into a spurious failure.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+#include "tensor/safetensors.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace kbv::tensor {
+
+// The format is little-endian; views reinterpret the bytes in place.
+static_assert(std::endian::native == std::endian::little, "kbv reads tensors in place");
+
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view safetensors;
+  std::string_view torch;
+  size_t size;
+  bool floating;
+};
+
+constexpr DTypeInfo kDTypes[] = {
+    {DType::F64, "F64", "float64", 8, true},   {DType::F32, "F32", "float32", 4, true},
+    {DType::F16, "F16", "float16", 2, true},   {DType::BF16, "BF16", "bfloat16", 2, true},
+    {DType::I64, "I64", "int64", 8, false},    {DType::I32, "I32", "int32", 4, false},
+    {DType::I16, "I16", "int16", 2, false},    {DType::I8, "I8", "int8", 1, false},
+    {DType::U8, "U8", "uint8", 1, false},      {DType::Bool, "BOOL", "bool", 1, false},
+};
+
+const DTypeInfo& info(DType d) { return kDTypes[static_cast<size_t>(d)]; }
+
+template <class T>
+T load(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+template <class T, class Convert>
+void decode_block(const std::byte* src, std::span<double> out, Convert convert) {
+  for (size_t i = 0; i < out.size(); ++i) out[i] = convert(load<T>(src + i * sizeof(T)));
+}
+
+template <class T>
+void decode_block(const std::byte* src, std::span<double> out) {
+  decode_block<T>(src, out, [](T v) { return static_cast<double>(v); });
+}
+
+[[noreturn]] void fail(const std::filesystem::path& path, std::string_view what) {
+  throw FormatError(fmt::format("{}: not a valid safetensors file: {}", path.string(), what));
+}
+
+// ---- header parsing -------------------------------------------------------------------------
+
+uint64_t unsigned_field(const std::filesystem::path& path, const std::string& tensor,
+                        const nlohmann::json& v, std::string_view field) {
+  if (!v.is_number_unsigned()) {
+    fail(path, fmt::format("tensor '{}': {} holds {}, not a non-negative integer", tensor, field,
+                           v.dump()));
+  }
+  return v.get<uint64_t>();
+}
+
+std::vector<int64_t> parse_shape(const std::filesystem::path& path, const std::string& name,
+                                 const nlohmann::json& entry) {
+  const auto it = entry.find("shape");
+  if (it == entry.end() || !it->is_array()) fail(path, fmt::format("tensor '{}': no shape", name));
+  std::vector<int64_t> shape;
+  for (const auto& d : *it) {
+    const uint64_t dim = unsigned_field(path, name, d, "shape");
+    if (dim > static_cast<uint64_t>(INT64_MAX)) fail(path, fmt::format("tensor '{}': huge", name));
+    shape.push_back(static_cast<int64_t>(dim));
+  }
+  return shape;
+}
+
+DType parse_dtype(const std::filesystem::path& path, const std::string& name,
+                  const nlohmann::json& entry) {
+  const auto it = entry.find("dtype");
+  if (it == entry.end() || !it->is_string()) fail(path, fmt::format("tensor '{}': no dtype", name));
+  const auto dtype = parse_safetensors_dtype(it->get_ref<const std::string&>());
+  if (!dtype) {
+    fail(path, fmt::format("tensor '{}': unsupported dtype {}", name, it->dump()));
+  }
+  return *dtype;
+}
+
+// Number of bytes a tensor of this shape and dtype occupies, or nullopt on overflow.
+std::optional<uint64_t> expected_bytes(const std::vector<int64_t>& shape, DType dtype) {
+  uint64_t n = element_size(dtype);
+  for (const int64_t d : shape) {
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return std::nullopt;
+  }
+  return n;
+}
+
+TensorView parse_tensor(const std::filesystem::path& path, const std::string& name,
+                        const nlohmann::json& entry, const std::byte* buffer, uint64_t buffer_size) {
+  if (!entry.is_object()) fail(path, fmt::format("entry '{}' is not an object", name));
+  TensorView view{.name = name,
+                  .dtype = parse_dtype(path, name, entry),
+                  .shape = parse_shape(path, name, entry)};
+
+  const auto offsets = entry.find("data_offsets");
+  if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2) {
+    fail(path, fmt::format("tensor '{}': data_offsets must be [begin, end]", name));
+  }
+  const uint64_t begin = unsigned_field(path, name, (*offsets)[0], "data_offsets");
+  const uint64_t end = unsigned_field(path, name, (*offsets)[1], "data_offsets");
+  if (begin > end || end > buffer_size) {
+    fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] outside the {}-byte buffer", name,
+                           begin, end, buffer_size));
+  }
+  const auto expected = expected_bytes(view.shape, view.dtype);
+  if (!expected || *expected != end - begin) {
+    fail(path, fmt::format("tensor '{}': {} bytes for shape [{}] of {} (expected {})", name,
+                           end - begin, fmt::join(view.shape, ", "), torch_name(view.dtype),
+                           expected ? fmt::to_string(*expected) : std::string("an overflow")));
+  }
+  view.data = buffer + begin;
+  view.nbytes = end - begin;
+  return view;
+}
+
+std::map<std::string, std::string> parse_metadata(const std::filesystem::path& path,
+                                                  const nlohmann::json& entry) {
+  if (!entry.is_object()) fail(path, "__metadata__ is not an object");
+  std::map<std::string, std::string> metadata;
+  for (const auto& [key, value] : entry.items()) {
+    if (!value.is_string()) fail(path, fmt::format("__metadata__ '{}' is not a string", key));
+    metadata.emplace(key, value.get<std::string>());
+  }
+  return metadata;
+}
+
+// Two tensors sharing bytes would let one silently alias another.
+void check_no_overlap(const std::filesystem::path& path, std::vector<const TensorView*> views) {
+  std::erase_if(views, [](const TensorView* v) { return v->nbytes == 0; });
+  std::sort(views.begin(), views.end(),
+            [](const TensorView* a, const TensorView* b) { return a->data < b->data; });
+  for (size_t i = 1; i < views.size(); ++i) {
+    if (views[i]->data < views[i - 1]->data + views[i - 1]->nbytes) {
+      fail(path, fmt::format("tensors '{}' and '{}' overlap", views[i - 1]->name, views[i]->name));
+    }
+  }
+}
+
+}  // namespace
+
+// ---- dtypes ---------------------------------------------------------------------------------
+
+std::string_view torch_name(DType d) { return info(d).torch; }
+std::string_view safetensors_name(DType d) { return info(d).safetensors; }
+bool is_floating(DType d) { return info(d).floating; }
+size_t element_size(DType d) { return info(d).size; }
+
+std::optional<DType> parse_safetensors_dtype(std::string_view name) {
+  for (const auto& i : kDTypes) {
+    if (i.safetensors == name) return i.dtype;
+  }
+  return std::nullopt;
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  const uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0) {
+    // Zero or subnormal: mantissa * 2^-24, exact in float.
+    const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
+    return sign ? -magnitude : magnitude;
+  }
+  const uint32_t bits = exponent == 0x1f ? sign | 0x7f800000u | (mantissa << 13)  // Inf/NaN
+                                         : sign | ((exponent + 112) << 23) | (mantissa << 13);
+  return std::bit_cast<float>(bits);
+}
+
+float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+// ---- TensorView -----------------------------------------------------------------------------
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (const int64_t d : shape) n *= d;
+  return n;
+}
+
+double TensorView::value_at(int64_t i) const {
+  double v = 0;
+  decode(i, std::span<double>(&v, 1));
+  return v;
+}
+
+void TensorView::decode(int64_t first, std::span<double> out) const {
+  const size_t size = element_size(dtype);
+  if (first < 0 || (static_cast<size_t>(first) + out.size()) * size > nbytes) {
+    throw std::out_of_range(fmt::format("elements [{}, {}) of tensor '{}' with {} elements", first,
+                                        first + static_cast<int64_t>(out.size()), name, numel()));
+  }
+  const std::byte* src = data + static_cast<size_t>(first) * size;
+  switch (dtype) {
+    case DType::F64: return decode_block<double>(src, out);
+    case DType::F32: return decode_block<float>(src, out);
+    case DType::F16:
+      return decode_block<uint16_t>(src, out, [](uint16_t b) { return half_to_float(b); });
+    case DType::BF16:
+      return decode_block<uint16_t>(src, out, [](uint16_t b) { return bfloat16_to_float(b); });
+    case DType::I64: return decode_block<int64_t>(src, out);
+    case DType::I32: return decode_block<int32_t>(src, out);
+    case DType::I16: return decode_block<int16_t>(src, out);
+    case DType::I8: return decode_block<int8_t>(src, out);
+    case DType::U8: return decode_block<uint8_t>(src, out);
+    case DType::Bool:
+      return decode_block<uint8_t>(src, out, [](uint8_t b) { return b != 0 ? 1.0 : 0.0; });
+  }
+}
+
+// ---- SafetensorsFile ------------------------------------------------------------------------
+
+SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(path, std::strerror(err));
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size < 8) {
+    ::close(fd);
+    fail(path, fmt::format("{} bytes, too short for the 8-byte header length", size));
+  }
+  SafetensorsFile file;
+  file.base_ = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping keeps its own reference to the file
+  if (file.base_ == MAP_FAILED) {
+    file.base_ = nullptr;
+    fail(path, fmt::format("mmap failed: {}", std::strerror(err)));
+  }
+  file.size_ = size;
+
+  const auto* bytes = static_cast<const std::byte*>(file.base_);
+  const auto header_size = load<uint64_t>(bytes);
+  if (header_size > size - 8) {
+    fail(path, fmt::format("header length {} exceeds the {} bytes after it", header_size, size - 8));
+  }
+  const auto* header_begin = reinterpret_cast<const char*>(bytes + 8);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(header_begin, header_begin + header_size);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, fmt::format("header is not valid JSON ({})", e.what()));
+  }
+  if (!header.is_object()) fail(path, "header is not a JSON object");
+
+  const std::byte* buffer = bytes + 8 + header_size;
+  const uint64_t buffer_size = size - 8 - header_size;
+  for (const auto& [key, entry] : header.items()) {
+    if (key == "__metadata__") {
+      file.metadata_ = parse_metadata(path, entry);
+    } else {
+      file.tensors_.push_back(parse_tensor(path, key, entry, buffer, buffer_size));
+    }
+  }
+  std::sort(file.tensors_.begin(), file.tensors_.end(),
+            [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
+  std::vector<const TensorView*> views;
+  for (const auto& t : file.tensors_) views.push_back(&t);
+  check_no_overlap(path, std::move(views));
+  return file;
+}
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
+    : base_(std::exchange(other.base_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      tensors_(std::move(other.tensors_)),
+      metadata_(std::move(other.metadata_)) {}
+
+SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
+  if (this != &other) {
+    unmap();
+    base_ = std::exchange(other.base_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    tensors_ = std::move(other.tensors_);
+    metadata_ = std::move(other.metadata_);
+  }
+  return *this;
+}
+
+SafetensorsFile::~SafetensorsFile() { unmap(); }
+
+void SafetensorsFile::unmap() noexcept {
+  if (base_ != nullptr) ::munmap(base_, size_);
+  base_ = nullptr;
+  size_ = 0;
+}
+
+const TensorView* SafetensorsFile::find(std::string_view name) const {
+  const auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                                   [](const TensorView& t, std::string_view n) { return t.name < n; });
+  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+}
+
+}  // namespace kbv::tensor
