@@ -54,34 +54,6 @@ def redrawn_state(
     return state
 
 
-def match(reference: dict[str, dict], candidate: dict[str, dict]) -> dict[str, str]:
-    """Maps reference state names to candidate ones: same name and shape first, then a
-    reference tensor whose shape is unique on both sides maps to the one tensor of that shape.
-    Anything else stays unmatched (and is not re-drawn, so both sides keep their seeded
-    construction values)."""
-    mapping = {
-        name: name
-        for name, info in reference.items()
-        if name in candidate
-        and candidate[name]["shape"] == info["shape"]
-        and candidate[name]["dtype"] == info["dtype"]
-    }
-
-    def by_shape(side: dict[str, dict], taken: set[str]) -> dict[tuple, list[str]]:
-        groups: dict[tuple, list[str]] = {}
-        for name, info in side.items():
-            if name not in taken:
-                groups.setdefault((tuple(info["shape"]), info["dtype"]), []).append(name)
-        return groups
-
-    reference_left = by_shape(reference, set(mapping))
-    candidate_left = by_shape(candidate, set(mapping.values()))
-    for key, names in reference_left.items():
-        if len(names) == 1 and len(candidate_left.get(key, [])) == 1:
-            mapping[names[0]] = candidate_left[key][0]
-    return mapping
-
-
 @torch.no_grad()
 def load_into(module: nn.Module, state: dict[str, torch.Tensor], mapping: dict[str, str]) -> None:
     """Copies the reference state into the candidate in place (keeps the candidate's own

@@ -5,6 +5,7 @@ process never imports candidate code."""
 from __future__ import annotations
 
 import copy
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,9 @@ class ReferenceRole:
         template = families.native_inputs(self.module.get_inputs, families.PUBLIC_SEED)
         return {
             "name": Path(request["problem"]).stem,
+            "problem_sha256": _sha256_file(request["problem"]),
+            "candidate_sha256": _sha256_file(request["candidate"]),
+            "secret_sha256": hashlib.sha256(request["secret"].encode()).hexdigest(),
             "state_spec": params.spec(self.model),
             "inputs": [hosting.describe(v) for v in template],
             "persistent_bytes": measure.state_bytes(self.model),
@@ -250,3 +254,7 @@ def _all_finite(outputs: list[torch.Tensor]) -> bool:
 def _input_rms(inputs: list) -> float:
     values = [float(x.double().pow(2).mean().sqrt()) for x in inputs if families.is_float(x)]
     return max(values) if values else 0.0
+
+
+def _sha256_file(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

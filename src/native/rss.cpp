@@ -118,7 +118,7 @@ void PeakRss::Enter() {
   if (active_) throw std::runtime_error("PeakRss: the measurement is already running");
   // Reset first, then take the baseline: the high-water mark then starts at (or just below) the
   // baseline, never at an earlier peak of the process.
-  hwm_reset_ = ResetHighWaterMark();
+  hwm_reset_ = use_hwm_ && ResetHighWaterMark();
   baseline_bytes_ = RssBytes();
   final_peak_bytes_ = baseline_bytes_;
   sampled_peak_bytes_.store(baseline_bytes_, std::memory_order_relaxed);

@@ -19,7 +19,9 @@ std::int64_t RssBytes();
 // shorter than its period. The peak is the larger of the two.
 class PeakRss {
  public:
-  PeakRss() = default;
+  // use_hwm=false skips the high-water mark and relies on sampling alone (what a sandbox without
+  // clear_refs gets), so that path can be exercised anywhere.
+  explicit PeakRss(bool use_hwm = true) : use_hwm_(use_hwm) {}
   PeakRss(const PeakRss&) = delete;
   PeakRss& operator=(const PeakRss&) = delete;
   ~PeakRss();
@@ -40,6 +42,7 @@ class PeakRss {
  private:
   void StopSampler();
 
+  bool use_hwm_ = true;
   std::int64_t baseline_bytes_ = 0;
   std::int64_t final_peak_bytes_ = 0;
   bool hwm_reset_ = false;

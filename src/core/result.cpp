@@ -1,0 +1,89 @@
+#include "core/result.hpp"
+
+#include <algorithm>
+
+namespace kbv {
+
+std::string_view to_string(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::Correct:
+      return "correct";
+    case Verdict::Incorrect:
+      return "incorrect";
+    case Verdict::Rejected:
+      return "rejected";
+    case Verdict::CompileError:
+      return "compile_error";
+    case Verdict::RuntimeError:
+      return "runtime_error";
+    case Verdict::Timeout:
+      return "timeout";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Severity severity) {
+  switch (severity) {
+    case Severity::Reject:
+      return "reject";
+    case Severity::Warn:
+      return "warn";
+    case Severity::Info:
+      return "info";
+  }
+  return "unknown";
+}
+
+void Result::add_flag(std::string id, Severity severity, std::string detail) {
+  // One flag per id: a repeated finding (say, on every draw) keeps its first evidence.
+  if (has_flag(id)) return;
+  flags.push_back(Flag{std::move(id), severity, std::move(detail)});
+}
+
+bool Result::has_flag(std::string_view id) const {
+  return std::any_of(flags.begin(), flags.end(), [&](const Flag& f) { return f.id == id; });
+}
+
+bool Result::has_reject_flag() const {
+  return std::any_of(flags.begin(), flags.end(),
+                     [](const Flag& f) { return f.severity == Severity::Reject; });
+}
+
+nlohmann::json Result::to_json() const {
+  nlohmann::json flag_list = nlohmann::json::array();
+  for (const auto& f : flags) {
+    flag_list.push_back({{"id", f.id}, {"severity", to_string(f.severity)}, {"detail", f.detail}});
+  }
+  nlohmann::json families = nlohmann::json::object();
+  for (const auto& fam : correctness) {
+    families[fam.family] = {{"draws", fam.draws},
+                            {"passed", fam.passed},
+                            {"evaluated", fam.evaluated},
+                            {"ok", fam.ok()},
+                            {"max_abs", fam.max_abs},
+                            {"max_rel", fam.max_rel},
+                            {"normwise_rel", fam.normwise_rel},
+                            {"cases", fam.cases}};
+  }
+  nlohmann::json out = {
+      {"schema", kResultSchema},
+      {"kbv_version", kVersion},
+      {"verdict", to_string(verdict)},
+      {"reason", reason},
+      {"flags", flag_list},
+      {"correctness", families},
+      {"timing", timing},
+      {"speedup", speedup},
+      {"memory", memory},
+      {"problem", problem},
+      {"candidate", candidate},
+      {"protocol", protocol},
+      {"environment", environment},
+      {"isolation", isolation},
+      {"durations_s", durations_s},
+  };
+  if (!error_detail.empty()) out["error_detail"] = error_detail;
+  return out;
+}
+
+}  // namespace kbv

@@ -1,0 +1,64 @@
+// The result of evaluating one candidate against one problem: the verdict, its reason, the flags
+// and every figure behind them. This is the JSON schema users and the store read
+// (`kbv.result/1`); to_json() is its single definition.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kbv {
+
+inline constexpr std::string_view kResultSchema = "kbv.result/1";
+inline constexpr std::string_view kVersion = KBV_VERSION;
+
+enum class Verdict { Correct, Incorrect, Rejected, CompileError, RuntimeError, Timeout };
+std::string_view to_string(Verdict verdict);
+
+enum class Severity { Reject, Warn, Info };
+std::string_view to_string(Severity severity);
+
+// A finding about the candidate or the problem. Ids are stable snake_case names (see
+// docs/flags.md); `reject` flags decide the verdict `rejected`, the others never do.
+struct Flag {
+  std::string id;
+  Severity severity = Severity::Info;
+  std::string detail;
+};
+
+// Correctness on one input family: every draw's figures, and the worst of them.
+struct FamilyResult {
+  std::string family;
+  int draws = 0;
+  int passed = 0;
+  bool evaluated = false;  // false when evaluation stopped before this family
+  double max_abs = 0, max_rel = 0, normwise_rel = 0;
+  nlohmann::json cases = nlohmann::json::array();
+  bool ok() const { return evaluated && passed == draws; }
+};
+
+struct Result {
+  Verdict verdict = Verdict::RuntimeError;
+  std::string reason;
+  std::vector<Flag> flags;
+  std::vector<FamilyResult> correctness;
+  nlohmann::json timing = nullptr;    // candidate, baseline_tf32, baseline_fp32 summaries
+  nlohmann::json speedup = {{"vs_tf32", nullptr}, {"vs_fp32", nullptr}};
+  nlohmann::json memory = nullptr;
+  nlohmann::json problem = nlohmann::json::object();
+  nlohmann::json candidate = nlohmann::json::object();
+  nlohmann::json protocol = nlohmann::json::object();
+  nlohmann::json environment = nlohmann::json::object();
+  nlohmann::json isolation = nlohmann::json::object();
+  nlohmann::json durations_s = nlohmann::json::object();
+  std::string error_detail;  // trimmed traceback or compiler output behind the reason
+
+  void add_flag(std::string id, Severity severity, std::string detail);
+  bool has_flag(std::string_view id) const;
+  bool has_reject_flag() const;
+  nlohmann::json to_json() const;
+};
+
+}  // namespace kbv

@@ -1,0 +1,527 @@
+#include "eval/evaluator.hpp"
+
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <set>
+
+#include "check/compare.hpp"
+#include "eval/audit.hpp"
+#include "eval/protocol.hpp"
+#include "eval/state_match.hpp"
+#include "eval/verdict.hpp"
+#include "orchestrate/worker_process.hpp"
+#include "stats/summary.hpp"
+#include "tensor/safetensors.hpp"
+
+namespace kbv::eval {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using orchestrate::Response;
+using orchestrate::WorkerProcess;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A stable content key for the build cache (not a security hash: the file's SHA-256, computed
+// by the reference worker, is what results record).
+std::string content_key(const std::string& bytes) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  return fmt::format("{:016x}", h);
+}
+
+std::string random_secret() {
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  unsigned char bytes[32];
+  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes)) {
+    throw std::runtime_error("cannot read /dev/urandom for the secret seed");
+  }
+  std::string hex;
+  for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+fs::path make_run_dir(const fs::path& root) {
+  fs::path base = root.empty() ? fs::temp_directory_path() : root;
+  fs::create_directories(base);
+  std::string pattern = (base / "kbv-run-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) throw std::runtime_error("cannot create a run directory");
+  fs::path dir(pattern);
+  for (const char* sub : {"inputs", "state", "golden", "candidate"}) {
+    fs::create_directories(dir / sub);
+  }
+  return dir;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
+
+class Evaluation {
+ public:
+  explicit Evaluation(const EvalRequest& request)
+      : request_(request), protocol_(protocol_by_name(request.protocol, request.hidden_draws)) {}
+
+  Result run() {
+    auto started = Clock::now();
+    run_dir_ = make_run_dir(request_.work_dir);
+    result_.protocol = protocol_.to_json();
+    result_.candidate = {{"path", fs::absolute(request_.candidate).string()}};
+    try {
+      stages();
+    } catch (...) {
+      cleanup();
+      throw;
+    }
+    result_.durations_s["total"] = seconds_since(started);
+    decide_verdict(result_, failure_);
+    cleanup();
+    return result_;
+  }
+
+ private:
+  void progress(const std::string& line) {
+    if (request_.progress) request_.progress(line);
+  }
+
+  void stages() {
+    if (!fs::is_regular_file(request_.problem)) {
+      throw UsageError(fmt::format("problem file {} does not exist", request_.problem.string()));
+    }
+    if (!fs::is_regular_file(request_.candidate)) {
+      throw UsageError(
+          fmt::format("candidate file {} does not exist", request_.candidate.string()));
+    }
+    secret_ = random_secret();
+    start_reference();
+    json problem = load_problem();
+    start_candidate(problem);
+    cand_->send({{"cmd", "load_candidate"},
+                 {"candidate", fs::absolute(request_.candidate).string()},
+                 {"device", request_.device},
+                 {"init_inputs_path", (run_dir_ / "init_inputs.safetensors").string()}});
+    // The reference draws every case while the candidate builds.
+    auto t = Clock::now();
+    progress("drawing input families and golden outputs");
+    json all_float_state = json::array();
+    for (const auto& [name, info] : problem["state_spec"].items()) all_float_state.push_back(name);
+    json prepared = prepare(protocol_.redraw_parameters ? all_float_state : json::array());
+    result_.durations_s["reference"] = seconds_since(t);
+
+    t = Clock::now();
+    progress("building and loading the candidate");
+    Response loaded = cand_->receive(request_.compile_timeout);
+    result_.durations_s["candidate_load"] = seconds_since(t);
+    if (!loaded.ok()) return fail_load(loaded);
+    result_.candidate["import_seconds"] = loaded.result.value("import_seconds", 0.0);
+    note_numerics(loaded.result);
+
+    auto match = match_state(problem["state_spec"], loaded.result["state_spec"]);
+    if (!match.unmatched_reference.empty()) {
+      std::string names;
+      for (const auto& n : match.unmatched_reference) names += (names.empty() ? "" : ", ") + n;
+      result_.add_flag("params_unmatched", Severity::Warn,
+                       fmt::format("reference state {} has no same-name, same-shape counterpart "
+                                   "in ModelNew; left at its seeded initial values (not "
+                                   "re-drawn) so both sides can still agree",
+                                   names));
+      if (protocol_.redraw_parameters) {
+        json matched = json::array();
+        for (const auto& [ref, cand] : match.mapping) matched.push_back(ref);
+        prepared = prepare(matched);
+      }
+    }
+    if (!match.renamed.empty()) {
+      result_.add_flag("params_matched_by_shape", Severity::Info,
+                       fmt::format("matched by unique shape: {}", json(match.renamed).dump()));
+    }
+    cand_->call({{"cmd", "set_mapping"}, {"mapping", match.mapping}}, request_.call_timeout);
+
+    t = Clock::now();
+    if (!check_cases(prepared["cases"])) {
+      result_.durations_s["correctness"] = seconds_since(t);
+      return;
+    }
+    result_.durations_s["correctness"] = seconds_since(t);
+    audit(prepared["cases"]);
+    bool all_correct = true;
+    for (const auto& f : result_.correctness) all_correct = all_correct && f.ok();
+    if (all_correct && !result_.has_reject_flag() && request_.measure) {
+      t = Clock::now();
+      measure(prepared);
+      result_.durations_s["measurement"] = seconds_since(t);
+    }
+  }
+
+  // -- workers ---------------------------------------------------------------------------------
+  std::map<std::string, std::string> worker_environment() const {
+    return {{"KBV_SIZE", request_.size},
+            {"PYTHONUNBUFFERED", "1"},
+            {"PYTHONDONTWRITEBYTECODE", "1"},
+            // Large blocks come from and go back to the kernel, so the resident set tracks
+            // live memory and CPU peaks are measurable.
+            {"MALLOC_MMAP_THRESHOLD_", "65536"}};
+  }
+
+  void start_reference() {
+    orchestrate::WorkerOptions options;
+    options.role = "reference";
+    options.python = orchestrate::locate_python();
+    options.pythonpath = orchestrate::locate_pythonpath();
+    options.working_directory = run_dir_;
+    options.log_file = run_dir_ / "reference.log";
+    options.environment = worker_environment();
+    options.sandbox.enabled = request_.sandbox;
+    ref_ = std::make_unique<WorkerProcess>(options);
+  }
+
+  void start_candidate(const json& problem) {
+    auto torch_version = problem["environment"].value("torch", std::string("unknown"));
+    fs::path cache = request_.cache_dir / "torch_extensions" /
+                     fmt::format("{}-torch{}-{}", content_key(read_file(request_.candidate)),
+                                 torch_version, request_.device.substr(0, 4));
+    fs::create_directories(cache);
+    fs::create_directories(run_dir_ / "scratch");
+    orchestrate::WorkerOptions options;
+    options.role = "candidate";
+    options.python = orchestrate::locate_python();
+    options.pythonpath = orchestrate::locate_pythonpath();
+    options.working_directory = run_dir_ / "scratch";
+    options.log_file = run_dir_ / "candidate.log";
+    options.environment = worker_environment();
+    options.environment["TORCH_EXTENSIONS_DIR"] = cache.string();
+    options.environment["TMPDIR"] = (run_dir_ / "scratch").string();
+    options.sandbox.enabled = request_.sandbox;
+    // The candidate sees inputs and parameters, never golden outputs or the reference's log.
+    options.sandbox.hidden = {run_dir_ / "golden"};
+    cand_ = std::make_unique<WorkerProcess>(options);
+    result_.isolation = cand_->isolation();
+  }
+
+  json load_problem() {
+    progress("loading the problem");
+    auto response = ref_->call({{"cmd", "load_problem"},
+                                {"problem", fs::absolute(request_.problem).string()},
+                                {"candidate", fs::absolute(request_.candidate).string()},
+                                {"secret", secret_},
+                                {"device", request_.device},
+                                {"init_inputs_path", (run_dir_ / "init_inputs.safetensors").string()}},
+                               request_.call_timeout);
+    require_reference(response, "loading the problem");
+    const auto& r = response.result;
+    result_.problem = {{"name", r["name"]},
+                       {"path", fs::absolute(request_.problem).string()},
+                       {"sha256", r["problem_sha256"]},
+                       {"size", request_.size},
+                       {"inputs", r["inputs"]},
+                       {"degenerate", false}};
+    result_.candidate["sha256"] = r["candidate_sha256"];
+    result_.environment = r["environment"];
+    result_.environment["kbv_version"] = std::string(kVersion);
+    result_.environment["protocol"] = protocol_.name;
+    result_.environment["protocol_version"] = protocol_.version;
+    result_.environment["seed_sha256"] = r["secret_sha256"];
+    result_.memory = {{"reference_persistent_bytes", r["persistent_bytes"]}};
+    return r;
+  }
+
+  json prepare(const json& redraw) {
+    json families = json::array();
+    for (const auto& f : protocol_.families) {
+      families.push_back({{"name", f.name}, {"draws", f.draws}});
+    }
+    auto response = ref_->call({{"cmd", "prepare"},
+                                {"secret", secret_},
+                                {"families", families},
+                                {"redraw", redraw},
+                                {"directory", run_dir_.string()},
+                                {"timing_families", protocol_.timing_families}},
+                               request_.call_timeout * 4);
+    require_reference(response, "drawing the input families");
+    for (const auto& note : response.result["notes"]) {
+      result_.add_flag("family_replaced", Severity::Info, note.value("detail", ""));
+    }
+    return response.result;
+  }
+
+  void require_reference(const Response& response, const std::string& stage) {
+    if (response.ok()) return;
+    if (response.error_kind == "problem_error" || response.error_kind == "usage_error") {
+      throw UsageError(fmt::format("{}: {}", request_.problem.string(), response.message));
+    }
+    throw UsageError(fmt::format("the reference failed while {}: {}\n{}", stage, response.message,
+                                 response.detail));
+  }
+
+  // -- failures of the candidate ---------------------------------------------------------------
+  void fail_load(const Response& r) {
+    if (r.status == Response::Status::Timeout) {
+      failure_ = StageFailure{Verdict::Timeout,
+                              fmt::format("building and importing the candidate did not finish "
+                                          "within {} s",
+                                          request_.compile_timeout.count())};
+    } else if (r.status == Response::Status::Died) {
+      failure_ = StageFailure{Verdict::RuntimeError,
+                              "the candidate's process died while importing: " + r.message};
+    } else if (r.error_kind == "compile_error") {
+      failure_ = StageFailure{Verdict::CompileError, first_line(r.message)};
+    } else {
+      failure_ = StageFailure{Verdict::RuntimeError, first_line(r.message)};
+    }
+    result_.error_detail = r.detail.empty() ? r.message : r.message + "\n" + r.detail;
+  }
+
+  void fail_call(const Response& r, const std::string& during) {
+    if (r.status == Response::Status::Timeout) {
+      failure_ = StageFailure{Verdict::Timeout, fmt::format("the candidate {} during {}: it was "
+                                                            "killed",
+                                                            r.message, during)};
+    } else if (r.status == Response::Status::Died) {
+      failure_ = StageFailure{Verdict::RuntimeError, fmt::format("{} during {}", r.message, during)};
+    } else {
+      failure_ = StageFailure{Verdict::RuntimeError, fmt::format("{} ({})", first_line(r.message),
+                                                                 during)};
+    }
+    result_.error_detail = r.detail;
+  }
+
+  void note_numerics(const json& response) {
+    if (response.contains("numerics_changed") && !response["numerics_changed"].empty()) {
+      result_.add_flag("numerics_flags_changed", Severity::Warn,
+                       "the candidate changed global numerics settings (put back before any "
+                       "measurement): " +
+                           response["numerics_changed"].dump());
+    }
+  }
+
+  // -- correctness -----------------------------------------------------------------------------
+  FamilyResult& family(const std::string& name, int draws) {
+    for (auto& f : result_.correctness) {
+      if (f.family == name) return f;
+    }
+    FamilyResult f;
+    f.family = name;
+    f.draws = draws;
+    result_.correctness.push_back(f);
+    return result_.correctness.back();
+  }
+
+  bool check_cases(const json& cases) {
+    for (const auto& spec : protocol_.families) family(spec.name, spec.draws);
+    int index = 0;
+    for (const auto& c : cases) {
+      ++index;
+      progress(fmt::format("checking {} ({}/{})", c["id"].get<std::string>(), index, cases.size()));
+      auto output = run_dir_ / "candidate" / (c["id"].get<std::string>() + ".safetensors");
+      auto response = cand_->call({{"cmd", "run_case"},
+                                   {"inputs", c["inputs"]},
+                                   {"state", c["state"]},
+                                   {"output", output.string()}},
+                                  request_.call_timeout);
+      auto& fam = family(c["family"], 0);
+      fam.evaluated = true;
+      if (!response.ok()) {
+        fail_call(response, fmt::format("the forward on {} inputs", c["family"].get<std::string>()));
+        return false;
+      }
+      note_numerics(response.result);
+      json outcome = judge_case(c, response.result, output);
+      bool passed = outcome["passed"];
+      if (passed) fam.passed += 1;
+      for (const auto& o : outcome["outputs"]) {
+        fam.max_abs = std::max(fam.max_abs, o["candidate"].value("max_abs", 0.0));
+        fam.max_rel = std::max(fam.max_rel, o["candidate"].value("max_rel", 0.0));
+        fam.normwise_rel = std::max(fam.normwise_rel, o["candidate"].value("normwise_rel", 0.0));
+      }
+      fam.cases.push_back(outcome);
+    }
+    return true;
+  }
+
+  // Structure first (count, type, aliasing, input mutation), then every output's figures.
+  json judge_case(const json& c, const json& run, const fs::path& output_file) {
+    json outcome = {{"id", c["id"]}, {"draw", c["draw"]}, {"passed", false}};
+    outcome["outputs"] = json::array();
+    for (int index : run["inputs_mutated"]) {
+      result_.add_flag("inputs_mutated", Severity::Reject,
+                       fmt::format("the forward changed input {} in place on {}", index,
+                                   c["id"].get<std::string>()));
+    }
+    if (!run["outputs_aliasing_inputs"].empty() && !c.value("reference_aliases_input", false)) {
+      result_.add_flag("output_aliases_input", Severity::Reject,
+                       fmt::format("output {} shares storage with an input on {}",
+                                   run["outputs_aliasing_inputs"].dump(),
+                                   c["id"].get<std::string>()));
+    }
+    const auto& outs = run["outputs"];
+    int expected = c["outputs"];
+    if (run["structure"] != c["structure"] || static_cast<int>(outs.size()) != expected) {
+      outcome["reason"] = fmt::format(
+          "returned {} ({} value{}) where the reference returns {} ({} value{})",
+          run["structure"] == "tensor" ? "a single value" : "a sequence", outs.size(),
+          outs.size() == 1 ? "" : "s", c["structure"] == "tensor" ? "a tensor" : "a sequence",
+          expected, expected == 1 ? "" : "s");
+      return outcome;
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!outs[i].contains("dtype")) {
+        outcome["reason"] = fmt::format("output {} is a {}, not a tensor", i,
+                                        outs[i]["type"].get<std::string>());
+        return outcome;
+      }
+      if (!outs[i].value("plain", false)) {
+        result_.add_flag("output_not_plain_tensor", Severity::Reject,
+                         fmt::format("output {} is a {}, a subclass of torch.Tensor that can "
+                                     "defer or fake its values",
+                                     i, outs[i]["type"].get<std::string>()));
+      }
+    }
+    auto candidate = tensor::SafetensorsFile::open(output_file);
+    auto golden = tensor::SafetensorsFile::open(c["golden"].get<std::string>());
+    bool all = true;
+    std::string reason;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const auto* cand = candidate.find(fmt::format("candidate.out{}", i));
+      const auto* ref = golden.find(fmt::format("{}.out{}", protocol_.reference_variant, i));
+      const auto* truth = golden.find(fmt::format("truth.out{}", i));
+      if (!cand || !ref || !truth) throw std::runtime_error("a case file lacks an output");
+      auto verdict = check::compare(*cand, *ref, *truth, protocol_.policy);
+      json o = verdict.to_json();
+      o["index"] = i;
+      outcome["outputs"].push_back(o);
+      if (!verdict.passed && all) {
+        all = false;
+        reason = outs.size() > 1 ? fmt::format("output {}: {}", i, verdict.reason) : verdict.reason;
+      }
+    }
+    outcome["passed"] = all;
+    outcome["truth"] = c["truth"];
+    if (!all) outcome["reason"] = reason;
+    return outcome;
+  }
+
+  void audit(const json& cases) {
+    std::vector<AuditCase> audit_cases;
+    for (const auto& c : cases) {
+      audit_cases.push_back({c["id"], c["golden"].get<std::string>(), c.value("input_rms", 0.0)});
+    }
+    auto audit = audit_problem(audit_cases);
+    result_.problem["degenerate"] = audit.degenerate;
+    result_.problem["audit"] = audit.to_json();
+    if (audit.degenerate) {
+      result_.add_flag("problem_degenerate", Severity::Warn, audit.degenerate_why);
+    }
+    if (!audit.unstable.empty()) {
+      result_.add_flag("reference_fails_float64", Severity::Warn,
+                       fmt::format("the TF32 reference differs from its float64 run by more than "
+                                   "{} on {}",
+                                   kUnstable, json(audit.unstable).dump()));
+    }
+  }
+
+  // -- timing and memory -----------------------------------------------------------------------
+  void measure(const json& prepared) {
+    bool cuda = request_.device.starts_with("cuda");
+    int samples = request_.timing_samples > 0 ? request_.timing_samples : (cuda ? 60 : 15);
+    int rounds = request_.timing_rounds > 0 ? request_.timing_rounds : (cuda ? 6 : 3);
+    rounds = std::max(1, std::min(rounds, samples));
+    int per_round = std::max(1, samples / rounds);
+    auto response = cand_->call({{"cmd", "prepare_timing"},
+                                 {"state", prepared["cases"][0]["state"]},
+                                 {"inputs", prepared["timing_inputs"]}},
+                                request_.call_timeout);
+    if (!response.ok()) return fail_call(response, "loading the timing inputs");
+
+    std::vector<double> candidate, tf32, fp32;
+    json methods = json::object();
+    for (int r = 0; r < rounds; ++r) {
+      progress(fmt::format("timing round {}/{}", r + 1, rounds));
+      int warmup = r == 0 ? 3 : 1;
+      // Alternate the order each round (ABBA) so slow drift weighs on every side alike.
+      std::vector<std::string> order = r % 2 == 0 ? std::vector<std::string>{"tf32", "cand", "fp32"}
+                                                   : std::vector<std::string>{"fp32", "cand", "tf32"};
+      for (const auto& who : order) {
+        json request = {{"cmd", "time"}, {"calls", per_round}, {"warmup", warmup}};
+        Response timed;
+        if (who == "cand") {
+          timed = cand_->call(request, request_.call_timeout * 2);
+          if (!timed.ok()) return fail_call(timed, "timing");
+          note_numerics(timed.result);
+          if (timed.result.value("synchronizes_internally", false)) {
+            result_.add_flag("forward_synchronizes", Severity::Info,
+                             "the forward waits for the device before returning, so launch "
+                             "latency could not be hidden; timed unblocked");
+          }
+        } else {
+          request["variant"] = who;
+          timed = ref_->call(request, request_.call_timeout * 2);
+          require_reference(timed, "timing the baseline");
+        }
+        auto& into = who == "cand" ? candidate : (who == "tf32" ? tf32 : fp32);
+        for (double v : timed.result["samples_ms"]) into.push_back(v);
+        methods[who] = timed.result.value("method", "");
+      }
+    }
+    auto summary = [](const std::vector<double>& v) { return stats::summarize(v).to_json(); };
+    result_.timing = {{"candidate", summary(candidate)},
+                      {"baseline_tf32", summary(tf32)},
+                      {"baseline_fp32", summary(fp32)},
+                      {"rounds", rounds},
+                      {"method", methods}};
+    result_.speedup["vs_tf32"] = stats::speedup(tf32, candidate).to_json();
+    result_.speedup["vs_fp32"] = stats::speedup(fp32, candidate).to_json();
+    result_.speedup["headline"] = protocol_.headline == Headline::Tf32 ? "vs_tf32" : "vs_fp32";
+
+    progress("measuring memory");
+    auto cand_memory = cand_->call({{"cmd", "memory"}}, request_.call_timeout);
+    if (!cand_memory.ok()) return fail_call(cand_memory, "the memory measurement");
+    auto ref_memory = ref_->call({{"cmd", "memory"}}, request_.call_timeout);
+    require_reference(ref_memory, "measuring the baseline's memory");
+    double cand_peak = cand_memory.result.value("peak_bytes", 0.0);
+    double ref_peak = ref_memory.result.value("peak_bytes", 0.0);
+    result_.memory = {
+        {"candidate_peak_bytes", cand_memory.result["peak_bytes"]},
+        {"reference_peak_bytes", ref_memory.result["peak_bytes"]},
+        {"peak_ratio", ref_peak > 0 ? json(cand_peak / ref_peak) : json(nullptr)},
+        {"candidate_persistent_bytes", cand_memory.result["persistent_bytes"]},
+        {"reference_persistent_bytes", ref_memory.result["persistent_bytes"]},
+        {"method", cand_memory.result["method"]},
+        {"candidate_detail", cand_memory.result},
+        {"reference_detail", ref_memory.result}};
+  }
+
+  void cleanup() {
+    if (cand_) cand_->stop();
+    if (ref_) ref_->stop();
+    if (!request_.keep_work_dir && !run_dir_.empty()) {
+      std::error_code ec;
+      fs::remove_all(run_dir_, ec);
+    }
+  }
+
+  const EvalRequest& request_;
+  Protocol protocol_;
+  Result result_;
+  std::optional<StageFailure> failure_;
+  fs::path run_dir_;
+  std::string secret_;
+  std::unique_ptr<WorkerProcess> ref_;
+  std::unique_ptr<WorkerProcess> cand_;
+};
+
+Result evaluate(const EvalRequest& request) { return Evaluation(request).run(); }
+
+}  // namespace kbv::eval

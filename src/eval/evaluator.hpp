@@ -1,0 +1,44 @@
+// Evaluation of one candidate against one problem, end to end: the reference worker draws the
+// families and computes golden outputs, the sandboxed candidate worker runs the candidate, and
+// this process compares, times, audits and decides. Neither worker ever sees the other's code.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "core/result.hpp"
+
+namespace kbv::eval {
+
+// A fault of the user's input that is not the candidate's (a malformed problem, no GPU for
+// --device cuda): kbv exits non-zero with this message instead of a verdict.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct EvalRequest {
+  std::filesystem::path problem;
+  std::filesystem::path candidate;
+  std::string device = "cpu";         // cpu, cuda, cuda:N
+  std::string protocol = "verified";  // verified, kbv-paper, standard
+  std::string size = "small";         // KBV_SIZE for the problem files of the bundled suite
+  int hidden_draws = 3;
+  int timing_samples = 0;  // per variant; 0 picks the device's default
+  int timing_rounds = 0;   // interleaved rounds; 0 picks the default
+  bool measure = true;     // time and measure memory (correct candidates only)
+  std::chrono::seconds compile_timeout{900};
+  std::chrono::seconds call_timeout{120};
+  std::filesystem::path cache_dir;  // build cache of candidate extensions, keyed by content
+  std::filesystem::path work_dir;   // where run directories are made (default: temp dir)
+  bool keep_work_dir = false;
+  bool sandbox = true;
+  std::function<void(const std::string&)> progress;  // one line per stage
+};
+
+Result evaluate(const EvalRequest& request);
+
+}  // namespace kbv::eval

@@ -1,0 +1,286 @@
+#include "orchestrate/worker_process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace kbv::orchestrate {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+void write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("writing to a worker failed: ") + std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) + " (SIG" + (name ? name : "?") + ", " +
+           strsignal(sig) + ")";
+  }
+  return "stopped";
+}
+
+bool executable(const fs::path& p) { return ::access(p.c_str(), X_OK) == 0; }
+
+fs::path own_directory() {
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+}  // namespace
+
+std::string locate_python() {
+  if (const char* env = std::getenv("KBV_PYTHON"); env && *env) return env;
+  // An installed kbv sits in the same bin/ as the interpreter that installed it.
+  for (const char* name : {"python3", "python"}) {
+    auto candidate = own_directory() / name;
+    if (executable(candidate)) return candidate.string();
+  }
+#ifdef KBV_BUILD_PYTHON
+  if (executable(KBV_BUILD_PYTHON)) return KBV_BUILD_PYTHON;
+#endif
+  return "python3";
+}
+
+std::string locate_pythonpath() {
+  if (const char* env = std::getenv("KBV_PYTHONPATH"); env && *env) return env;
+#ifdef KBV_DEV_PYTHONPATH
+  // Running from a build tree: the worker package is in the source tree, kbv_native here.
+  std::string dev = KBV_DEV_PYTHONPATH;
+  auto source = dev.substr(0, dev.find(':'));
+  if (fs::exists(fs::path(source) / "kbv" / "worker.py") &&
+      own_directory() == fs::path(dev.substr(dev.find(':') + 1))) {
+    return dev;
+  }
+#endif
+  return "";
+}
+
+WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
+  int to[2], from[2];
+  if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("cannot create a worker channel: ") +
+                             std::strerror(errno));
+  }
+  // Everything the child needs is prepared before fork.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    std::string entry(*e);
+    auto key = entry.substr(0, entry.find('='));
+    if (key == "PYTHONPATH" || options.environment.count(key)) continue;
+    env_strings.push_back(entry);
+  }
+  std::string pythonpath = options.pythonpath;
+  if (const char* existing = std::getenv("PYTHONPATH"); existing && *existing) {
+    pythonpath += (pythonpath.empty() ? "" : ":") + std::string(existing);
+  }
+  if (!pythonpath.empty()) env_strings.push_back("PYTHONPATH=" + pythonpath);
+  for (const auto& [k, v] : options.environment) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> arg_strings = {options.python, "-m",  "kbv.worker", "--role",
+                                          options.role,   "--in", "3",          "--out",
+                                          "4"};
+  std::vector<char*> argv;
+  for (auto& s : arg_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::string log = options.log_file.string();
+  std::string cwd = options.working_directory.string();
+
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid_ == 0) {
+    ::setsid();  // its own process group: a timeout kills everything it started
+    int in = ::fcntl(to[0], F_DUPFD_CLOEXEC, 10);
+    int out = ::fcntl(from[1], F_DUPFD_CLOEXEC, 10);
+    ::dup2(in, 3);
+    ::dup2(out, 4);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (logfd >= 0) {
+      ::dup2(logfd, 1);
+      ::dup2(logfd, 2);
+    }
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) _exit(126);
+    std::string report = apply_sandbox_in_child(options.sandbox);
+    std::string line = "{\"sandbox\":" + report + "}\n";
+    if (::write(4, line.data(), line.size()) < 0) _exit(125);
+    environ = envp.data();
+    ::execvp(argv[0], argv.data());
+    std::string failed = std::string("{\"exec_failed\":\"") + std::strerror(errno) + "\"}\n";
+    (void)!::write(4, failed.data(), failed.size());
+    _exit(127);
+  }
+  group_ = pid_;
+  ::close(to[0]);
+  ::close(from[1]);
+  to_worker_ = to[1];
+  from_worker_ = from[0];
+  auto first = read_line(Clock::now() + std::chrono::seconds(60));
+  if (!first) throw std::runtime_error("a worker process did not start (no sandbox report)");
+  auto report = nlohmann::json::parse(*first, nullptr, false);
+  if (report.contains("sandbox")) isolation_ = report["sandbox"];
+}
+
+WorkerProcess::~WorkerProcess() { stop(); }
+
+void WorkerProcess::send(const nlohmann::json& request) {
+  if (exited_) return;
+  // A worker that died leaves a closed pipe: ignore SIGPIPE and let receive() report it.
+  ::signal(SIGPIPE, SIG_IGN);
+  try {
+    write_all(to_worker_, request.dump() + "\n");
+  } catch (const std::exception&) {
+    // receive() reports the death with the exit status and the log.
+  }
+}
+
+std::optional<std::string> WorkerProcess::read_line(Clock::time_point deadline) {
+  while (true) {
+    auto newline = buffer_.find('\n');
+    if (newline != std::string::npos) {
+      std::string line = buffer_.substr(0, newline);
+      buffer_.erase(0, newline + 1);
+      return line;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd p{from_worker_, POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    if (ready < 0 && errno != EINTR) return std::nullopt;
+    if (ready <= 0) continue;
+    char chunk[65536];
+    ssize_t n = ::read(from_worker_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      exited_ = true;  // end of channel: the worker is gone
+      return std::nullopt;
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
+  if (exited_) return died("had already exited");
+  auto line = read_line(Clock::now() + timeout);
+  if (!line) {
+    if (exited_) return died("closed its channel");
+    kill_group();
+    Response r;
+    r.status = Response::Status::Timeout;
+    r.message = "did not answer within " + std::to_string(timeout.count() / 1000.0) + " s";
+    r.detail = log_tail();
+    return r;
+  }
+  auto message = nlohmann::json::parse(*line, nullptr, false);
+  Response r;
+  if (message.is_discarded() || !message.contains("ok")) {
+    kill_group();
+    r.status = Response::Status::Died;
+    r.message = "sent a malformed message on its channel";
+    r.detail = line->substr(0, 500);
+    return r;
+  }
+  if (message["ok"].get<bool>()) {
+    r.status = Response::Status::Ok;
+    r.result = message.value("result", nlohmann::json::object());
+    return r;
+  }
+  const auto& error = message["error"];
+  r.status = Response::Status::Error;
+  r.error_kind = error.value("kind", "internal_error");
+  r.message = error.value("message", "");
+  r.detail = error.value("detail", "");
+  return r;
+}
+
+Response WorkerProcess::died(std::string what) {
+  // Reap it to learn how it ended (a signal, an exit status).
+  if (pid_ > 0 && wait_status_ == 0) {
+    for (int i = 0; i < 50; ++i) {
+      int status = 0;
+      pid_t got = ::waitpid(pid_, &status, WNOHANG);
+      if (got == pid_) {
+        wait_status_ = status;
+        pid_ = -1;
+        break;
+      }
+      ::usleep(20000);
+    }
+  }
+  Response r;
+  r.status = Response::Status::Died;
+  r.message = "the worker " + what;
+  if (pid_ < 0) r.message += " and " + describe_exit(wait_status_);
+  r.detail = log_tail();
+  return r;
+}
+
+void WorkerProcess::kill_group() {
+  if (group_ > 0) ::kill(-group_, SIGKILL);  // whatever it started, even after it exited
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    wait_status_ = status;
+    pid_ = -1;
+  }
+  exited_ = true;
+}
+
+void WorkerProcess::stop() {
+  if (pid_ > 0 && !exited_) {
+    send({{"cmd", "exit"}});
+    for (int i = 0; i < 100; ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      ::usleep(20000);
+    }
+  }
+  kill_group();  // also ends anything it left running in its group
+  if (to_worker_ >= 0) ::close(to_worker_);
+  if (from_worker_ >= 0) ::close(from_worker_);
+  to_worker_ = from_worker_ = -1;
+}
+
+std::string WorkerProcess::log_tail(size_t bytes) const {
+  std::ifstream in(options_.log_file, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  auto size = static_cast<size_t>(in.tellg());
+  auto start = size > bytes ? size - bytes : 0;
+  in.seekg(static_cast<std::streamoff>(start));
+  std::string text(size - start, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  return text;
+}
+
+}  // namespace kbv::orchestrate

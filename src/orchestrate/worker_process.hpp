@@ -1,0 +1,83 @@
+// A worker process (`python -m kbv.worker`) and the private channel to it: JSON lines over two
+// pipes on fds 3 and 4, so nothing the hosted code prints on stdout can pass for a message.
+// Stdout and stderr go to a log file whose tail explains crashes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "orchestrate/sandbox.hpp"
+
+namespace kbv::orchestrate {
+
+struct WorkerOptions {
+  std::string role;  // "reference" or "candidate"
+  std::string python;
+  std::string pythonpath;
+  std::filesystem::path working_directory;
+  std::filesystem::path log_file;
+  std::map<std::string, std::string> environment;  // added to the orchestrator's own
+  SandboxOptions sandbox;
+};
+
+struct Response {
+  enum class Status { Ok, Error, Timeout, Died };
+  Status status = Status::Died;
+  nlohmann::json result;   // Ok
+  std::string error_kind;  // Error: the worker's classification
+  std::string message;     // Error, Timeout, Died: one sentence
+  std::string detail;      // traceback, compiler output, or the log's tail
+  bool ok() const { return status == Status::Ok; }
+};
+
+class WorkerProcess {
+ public:
+  explicit WorkerProcess(const WorkerOptions& options);
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Sends one request; the answer is read by receive(). Lets the caller overlap two workers.
+  void send(const nlohmann::json& request);
+  Response receive(std::chrono::milliseconds timeout);
+  Response call(const nlohmann::json& request, std::chrono::milliseconds timeout) {
+    send(request);
+    return receive(timeout);
+  }
+
+  // What the sandbox achieved in the child (its first line on the channel).
+  const nlohmann::json& isolation() const { return isolation_; }
+  // Asks the worker to exit, then kills its whole process group if it does not.
+  void stop();
+  pid_t pid() const { return pid_; }
+  std::string log_tail(size_t bytes = 3000) const;
+
+ private:
+  std::optional<std::string> read_line(std::chrono::steady_clock::time_point deadline);
+  Response died(std::string what);
+  void kill_group();
+
+  WorkerOptions options_;
+  pid_t pid_ = -1;
+  pid_t group_ = -1;  // the worker's process group, which outlives the worker itself
+  int to_worker_ = -1;
+  int from_worker_ = -1;
+  std::string buffer_;
+  nlohmann::json isolation_ = nlohmann::json::object();
+  bool exited_ = false;
+  int wait_status_ = 0;
+};
+
+// The interpreter and import path workers run with: next to the kbv executable when installed,
+// the build tree's when run from a build, overridable with KBV_PYTHON and KBV_PYTHONPATH.
+std::string locate_python();
+std::string locate_pythonpath();
+
+}  // namespace kbv::orchestrate

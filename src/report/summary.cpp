@@ -1,0 +1,64 @@
+#include "report/summary.hpp"
+
+#include <fmt/format.h>
+
+namespace kbv::report {
+namespace {
+
+using nlohmann::json;
+
+std::string speedup_line(const json& s, const char* label) {
+  if (!s.is_object() || !s.contains("value")) return fmt::format("  {:<14} not measured\n", label);
+  return fmt::format("  {:<14} {:.3f}x  [{:.3f}, {:.3f}]{}\n", label, s["value"].get<double>(),
+                     s["ci_low"].get<double>(), s["ci_high"].get<double>(),
+                     s.value("tie", false) ? "  tie" : "");
+}
+
+std::string time_line(const json& t, const char* label) {
+  if (!t.is_object()) return "";
+  return fmt::format("  {:<14} {:.4f} ms  [{:.4f}, {:.4f}]  n={}\n", label,
+                     t.value("median_ms", 0.0), t.value("ci_low_ms", 0.0),
+                     t.value("ci_high_ms", 0.0), t.value("n", 0));
+}
+
+std::string mib(const json& bytes) {
+  return bytes.is_number() ? fmt::format("{:.2f} MiB", bytes.get<double>() / (1024.0 * 1024.0))
+                           : "n/a";
+}
+
+}  // namespace
+
+std::string summary(const Result& r) {
+  std::string out = fmt::format("{}: {}\n", to_string(r.verdict), r.reason);
+  out += fmt::format("  problem        {}{}\n", r.problem.value("name", std::string("?")),
+                     r.problem.value("degenerate", false) ? "  (DEGENERATE: see flags)" : "");
+  out += fmt::format("  protocol       {} v{}  on {}\n",
+                     r.protocol.value("name", std::string("?")), r.protocol.value("version", 0),
+                     r.environment.value("device_name", r.environment.value("device", std::string("?"))));
+  if (!r.correctness.empty()) {
+    out += "  correctness   ";
+    for (const auto& f : r.correctness) {
+      out += fmt::format(" {} {}/{}", f.family, f.passed, f.evaluated ? f.draws : 0);
+    }
+    out += "\n";
+  }
+  if (r.timing.is_object()) {
+    out += time_line(r.timing["candidate"], "candidate");
+    out += time_line(r.timing["baseline_tf32"], "TF32 baseline");
+    out += time_line(r.timing["baseline_fp32"], "FP32 baseline");
+    out += speedup_line(r.speedup["vs_tf32"], "vs TF32");
+    out += speedup_line(r.speedup["vs_fp32"], "vs FP32");
+  }
+  if (r.memory.is_object() && r.memory.contains("candidate_peak_bytes")) {
+    const auto& ratio = r.memory["peak_ratio"];
+    out += fmt::format("  peak memory    {} vs {} (ratio {})\n", mib(r.memory["candidate_peak_bytes"]),
+                       mib(r.memory["reference_peak_bytes"]),
+                       ratio.is_number() ? fmt::format("{:.2f}", ratio.get<double>()) : "n/a");
+  }
+  for (const auto& f : r.flags) {
+    out += fmt::format("  [{}] {}: {}\n", to_string(f.severity), f.id, f.detail);
+  }
+  return out;
+}
+
+}  // namespace kbv::report

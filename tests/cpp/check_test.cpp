@@ -1,0 +1,362 @@
+// The correctness decision: the scaled (verified) policy against TF32- and bf16-like noise, single
+// wrong elements, zero outputs, non-finite values and integer ties, and the allclose policies.
+
+#include "check/compare.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+namespace kbv::check {
+namespace {
+
+using tensor::DType;
+using tensor::TensorView;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A tensor that owns its bytes and lends a view of them.
+class Owned {
+ public:
+  static Owned of(DType dtype, std::vector<int64_t> shape, const std::vector<double>& values) {
+    Owned t;
+    t.dtype_ = dtype;
+    t.shape_ = std::move(shape);
+    t.bytes_.resize(values.size() * tensor::element_size(dtype));
+    for (size_t i = 0; i < values.size(); ++i) t.store(i, values[i]);
+    return t;
+  }
+  TensorView view() const {
+    return {"t", dtype_, shape_, bytes_.data(), bytes_.size()};
+  }
+  operator TensorView() const { return view(); }
+
+ private:
+  template <class T>
+  void put(size_t i, T v) {
+    std::memcpy(bytes_.data() + i * sizeof(T), &v, sizeof(T));
+  }
+  void store(size_t i, double v) {
+    switch (dtype_) {
+      case DType::F64: return put(i, v);
+      case DType::F32: return put(i, static_cast<float>(v));
+      case DType::I64: return put(i, static_cast<int64_t>(v));
+      case DType::I32: return put(i, static_cast<int32_t>(v));
+      case DType::Bool: return put(i, static_cast<uint8_t>(v != 0));
+      case DType::F16:  // fp16 tensors here are given as raw bits
+        return put(i, static_cast<uint16_t>(v));
+      default: FAIL() << "unsupported in this helper";
+    }
+  }
+
+  DType dtype_ = DType::F32;
+  std::vector<int64_t> shape_;
+  std::vector<std::byte> bytes_;
+};
+
+Owned f64(std::vector<int64_t> shape, const std::vector<double>& v) {
+  return Owned::of(DType::F64, std::move(shape), v);
+}
+Owned f32(std::vector<int64_t> shape, const std::vector<double>& v) {
+  return Owned::of(DType::F32, std::move(shape), v);
+}
+
+std::vector<double> randn(size_t n, uint32_t seed, double scale = 1) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0, scale);
+  std::vector<double> v(n);
+  for (double& x : v) x = normal(rng);
+  return v;
+}
+
+double rms(const std::vector<double>& v) {
+  double s = 0;
+  for (const double x : v) s += x * x;
+  return std::sqrt(s / double(v.size()));
+}
+
+// truth plus Gaussian noise of the given normwise relative size.
+std::vector<double> noisy(const std::vector<double>& truth, double relative, uint32_t seed) {
+  const auto noise = randn(truth.size(), seed, relative * rms(truth));
+  std::vector<double> out(truth.size());
+  for (size_t i = 0; i < truth.size(); ++i) out[i] = truth[i] + noise[i];
+  return out;
+}
+
+bool contains(const std::string& s, const std::string& fragment) {
+  return s.find(fragment) != std::string::npos;
+}
+
+// A 100 x 1000 float32 problem with a float64 truth and a TF32-like baseline.
+class ScaledTest : public ::testing::Test {
+ protected:
+  const std::vector<int64_t> shape{100, 1000};
+  const std::vector<double> truth_values = randn(100000, 1);
+  const Owned truth = f64(shape, truth_values);
+  const Owned reference = f32(shape, noisy(truth_values, 3e-4, 2));
+
+  Outcome judge(const std::vector<double>& candidate) const {
+    return compare(f32(shape, candidate), reference, truth, Policy::verified());
+  }
+};
+
+TEST_F(ScaledTest, ExactFp32Passes) {
+  const Outcome o = judge(truth_values);
+  EXPECT_TRUE(o.passed) << o.reason;
+  EXPECT_TRUE(o.reason.empty());
+  EXPECT_LT(o.candidate.normwise_rel, 1e-7);
+  EXPECT_EQ(o.candidate.numel, 100000);
+  EXPECT_NEAR(o.candidate.scale, 1.0, 0.01);
+  ASSERT_TRUE(o.baseline.has_value());
+  EXPECT_NEAR(o.baseline->normwise_rel, 3e-4, 1e-5);
+  EXPECT_NEAR(o.norm_budget, 4 * o.baseline->normwise_rel, 1e-12);
+  EXPECT_EQ(o.elem_budget, 1e-2);  // the baseline's worst ratio x4 is below the floor
+}
+
+TEST_F(ScaledTest, Tf32LikeNoisePasses) {
+  const Outcome o = judge(noisy(truth_values, 3e-4, 3));
+  EXPECT_TRUE(o.passed) << o.reason;
+  EXPECT_NEAR(o.candidate.normwise_rel, 3e-4, 1e-5);
+}
+
+TEST_F(ScaledTest, Bf16LikeNoiseFails) {
+  const Outcome o = judge(noisy(truth_values, 4e-3, 3));
+  EXPECT_FALSE(o.passed);
+  EXPECT_TRUE(contains(o.reason, "normwise relative error")) << o.reason;
+  EXPECT_NEAR(o.candidate.normwise_rel, 4e-3, 1e-4);
+}
+
+TEST_F(ScaledTest, OneWrongElementFailsElementwise) {
+  std::vector<double> candidate = truth_values;
+  const size_t i = 37 * 1000 + 512;
+  // 10% of the element's scale: invisible normwise (~6e-4 over 1e5 elements), caught elementwise.
+  candidate[i] += 0.1 * (std::abs(truth_values[i]) + rms(truth_values));
+  const Outcome o = judge(candidate);
+  EXPECT_FALSE(o.passed);
+  EXPECT_LT(o.candidate.normwise_rel, o.norm_budget);
+  EXPECT_EQ(o.candidate.elements_over, 1);
+  EXPECT_NEAR(o.candidate.worst_elem_ratio, 0.1, 1e-5);
+  EXPECT_TRUE(contains(o.reason, "element [37, 512] is")) << o.reason;
+  EXPECT_TRUE(contains(o.reason, "the float64 truth")) << o.reason;
+  EXPECT_TRUE(contains(o.reason, "1 of 100000 elements over budget")) << o.reason;
+}
+
+TEST_F(ScaledTest, BudgetGrowsWithANoisierBaseline) {
+  const auto candidate = noisy(truth_values, 2e-3, 3);
+  EXPECT_FALSE(judge(candidate).passed);
+
+  const Owned noisier = f32(shape, noisy(truth_values, 1e-3, 2));
+  const Outcome o = compare(f32(shape, candidate), noisier, truth, Policy::verified());
+  EXPECT_TRUE(o.passed) << o.reason;
+  EXPECT_NEAR(o.norm_budget, 4e-3, 1e-4);
+  EXPECT_GT(o.norm_budget, judge(candidate).norm_budget);
+
+  // Elementwise too: a baseline whose worst element is 5% off raises the budget to 20%.
+  auto spiky = truth_values;
+  spiky[7] += 0.05 * (std::abs(spiky[7]) + rms(truth_values));
+  const Outcome spiky_baseline =
+      compare(f32(shape, truth_values), f32(shape, spiky), truth, Policy::verified());
+  EXPECT_NEAR(spiky_baseline.elem_budget, 0.2, 1e-4);
+}
+
+TEST_F(ScaledTest, ReportsJson) {
+  const Outcome o = judge(truth_values);
+  const auto j = o.to_json();
+  EXPECT_EQ(j["passed"], true);
+  EXPECT_EQ(j["candidate"]["numel"], 100000);
+  EXPECT_TRUE(j["baseline"].contains("normwise_rel"));
+  EXPECT_EQ(j["elem_budget"], 1e-2);
+  const auto p = Policy::verified().to_json();
+  EXPECT_EQ(p["kind"], "scaled");
+  EXPECT_EQ(p["baseline_multiplier"], 4.0);
+  EXPECT_EQ(Policy::allclose(1e-3, 1e-3).to_json()["kind"], "allclose");
+}
+
+TEST(Scaled, AllZeroCandidateFailsASmallValuedProblem) {
+  const auto t = randn(1000, 4, 1e-6);
+  const Outcome o = compare(f32({1000}, std::vector<double>(1000, 0.0)), f32({1000}, t),
+                            f64({1000}, t), Policy::verified());
+  EXPECT_FALSE(o.passed);
+  EXPECT_NEAR(o.candidate.normwise_rel, 1.0, 1e-6);
+}
+
+TEST(Scaled, AllZeroTruthAcceptsOnlyZero) {
+  const std::vector<double> zeros(64, 0.0);
+  const Owned truth = f64({8, 8}, zeros), reference = f32({8, 8}, zeros);
+  const Outcome o = compare(f32({8, 8}, zeros), reference, truth, Policy::verified());
+  EXPECT_TRUE(o.passed) << o.reason;
+  EXPECT_EQ(o.candidate.scale, 0.0);
+
+  std::vector<double> tiny = zeros;
+  tiny[9] = 1e-20;
+  const Outcome bad = compare(f32({8, 8}, tiny), reference, truth, Policy::verified());
+  EXPECT_FALSE(bad.passed);
+}
+
+TEST(Scaled, NaNPositionMismatchFails) {
+  const Owned truth = f64({2, 4}, {1, 2, 3, 4, kNaN, 6, 7, 8});
+  const Outcome o =
+      compare(f32({2, 4}, {1, 2, 3, 4, 5, kNaN, 7, 8}), f32({2, 4}, {1, 2, 3, 4, kNaN, 6, 7, 8}),
+              truth, Policy::verified());
+  EXPECT_FALSE(o.passed);
+  EXPECT_EQ(o.candidate.nonfinite_mismatches, 2);
+  EXPECT_TRUE(contains(o.reason, "element [1, 0] is 5 where the float64 truth is nan")) << o.reason;
+  EXPECT_TRUE(contains(o.reason, "2 such elements")) << o.reason;
+}
+
+TEST(Scaled, MatchingNaNAndInfPass) {
+  const std::vector<double> v{1, kNaN, kInf, -kInf, 5};
+  const Outcome o = compare(f32({5}, v), f32({5}, v), f64({5}, v), Policy::verified());
+  EXPECT_TRUE(o.passed) << o.reason;
+  EXPECT_EQ(o.candidate.nonfinite_mismatches, 0);
+  EXPECT_EQ(o.candidate.numel, 5);
+}
+
+TEST(Scaled, InfinitySignMustMatch) {
+  const std::vector<double> v{1, kInf, 3};
+  const Outcome o = compare(f32({3}, {1, -kInf, 3}), f32({3}, v), f64({3}, v), Policy::verified());
+  EXPECT_FALSE(o.passed);
+  EXPECT_TRUE(contains(o.reason, "element [1] is -inf where the float64 truth is inf"))
+      << o.reason;
+}
+
+TEST(Scaled, TruthIsCastToTheOutputDtype) {
+  // 1e39 is finite in float64 but infinite in float32: a float32 output must say +inf there.
+  const Owned truth = f64({3}, {1, 1e39, 2});
+  const Owned reference = f32({3}, {1, kInf, 2});
+  EXPECT_TRUE(compare(f32({3}, {1, kInf, 2}), reference, truth, Policy::verified()).passed);
+  const Outcome o = compare(f32({3}, {1, 3.4e38, 2}), reference, truth, Policy::verified());
+  EXPECT_FALSE(o.passed);
+  EXPECT_TRUE(contains(o.reason, "1e+39 (infinite in float32)")) << o.reason;
+}
+
+TEST(Scaled, HugeValuesDoNotOverflowTheNorms) {
+  std::vector<double> t = randn(1000, 5, 1e200), c = t;
+  c[0] *= 1 + 1e-6;
+  const Outcome o = compare(f64({1000}, c), f64({1000}, t), f64({1000}, t), Policy::verified());
+  EXPECT_TRUE(o.passed) << o.reason;
+  EXPECT_TRUE(std::isfinite(o.candidate.normwise_rel));
+  EXPECT_GT(o.candidate.normwise_rel, 0);
+  std::vector<double> unscaled(t.size());
+  for (size_t i = 0; i < t.size(); ++i) unscaled[i] = t[i] / 1e200;
+  // ||t|| = 1e200 * ||t / 1e200||, which does not overflow when written this way.
+  const double expected = 1e-6 * (std::abs(t[0]) / 1e200) / (rms(unscaled) * std::sqrt(1000.0));
+  EXPECT_NEAR(o.candidate.normwise_rel / expected, 1.0, 1e-6);
+}
+
+TEST(Scaled, WithoutAFloat64RunTheFloorsApply) {
+  const auto t = randn(1000, 6);
+  const Owned reference = f32({1000}, t);
+  const Outcome o = compare(f32({1000}, noisy(t, 5e-4, 7)), reference, reference, Policy::verified());
+  EXPECT_TRUE(o.passed) << o.reason;
+  EXPECT_EQ(o.norm_budget, 1e-3);
+  EXPECT_EQ(o.elem_budget, 1e-2);
+  const Outcome bad = compare(f32({1000}, noisy(t, 3e-3, 7)), reference, reference, Policy::verified());
+  EXPECT_FALSE(bad.passed);
+}
+
+TEST(Scaled, ScalarOutputIsNamed) {
+  const Outcome o = compare(f32({}, {2}), f32({}, {1}), f64({}, {1}), Policy::verified());
+  EXPECT_FALSE(o.passed);
+  EXPECT_TRUE(contains(o.reason, "normwise")) << o.reason;
+  Policy elementwise_only = Policy::verified();
+  elementwise_only.norm_floor = 10;
+  const Outcome e = compare(f32({}, {2}), f32({}, {1}), f64({}, {1}), elementwise_only);
+  EXPECT_TRUE(contains(e.reason, "the scalar output is 2 where the float64 truth is 1")) << e.reason;
+}
+
+TEST(Contract, ShapeMismatchFails) {
+  const std::vector<double> v(32, 1.0);
+  const Outcome o = compare(f32({4, 8}, v), f32({8, 4}, v), f64({8, 4}, v), Policy::verified());
+  EXPECT_FALSE(o.passed);
+  EXPECT_EQ(o.reason, "shape [4, 8] differs from the reference's [8, 4]");
+}
+
+TEST(Contract, DtypeMismatchFails) {
+  const Outcome o = compare(Owned::of(DType::F16, {2}, {0x3C00, 0x3C00}), f32({2}, {1, 1}),
+                            f64({2}, {1, 1}), Policy::verified());
+  EXPECT_FALSE(o.passed);
+  EXPECT_EQ(o.reason, "dtype float16 differs from the reference's float32");
+  // Even under allclose, where torch would broadcast and upcast.
+  EXPECT_FALSE(compare(f64({2}, {1, 1}), f32({2}, {1, 1}), f64({2}, {1, 1}),
+                       Policy::allclose(1e-3, 1e-3))
+                   .passed);
+}
+
+TEST(Contract, TruthOfAnotherShapeIsAHarnessBug) {
+  const std::vector<double> v(4, 1.0);
+  EXPECT_THROW(compare(f32({4}, v), f32({4}, v), f64({2, 2}, v), Policy::verified()),
+               std::invalid_argument);
+}
+
+TEST(AllClose, FollowsTorchAllclose) {
+  const Owned reference = f32({3}, {1, -2, 0});
+  const Policy standard = Policy::allclose(1e-4, 1e-4);
+  EXPECT_TRUE(compare(f32({3}, {1 + 1.9e-4, -2 - 2.9e-4, 0.9e-4}), reference, reference, standard)
+                  .passed);
+  const Outcome o = compare(f32({3}, {1, -2, 1.2e-4}), reference, reference, standard);
+  EXPECT_FALSE(o.passed);
+  EXPECT_EQ(o.candidate.elements_over, 1);
+  EXPECT_TRUE(contains(o.reason, "element [2] is 0.00012 where the reference is 0")) << o.reason;
+  EXPECT_FALSE(o.baseline.has_value());
+}
+
+TEST(AllClose, AnyNaNFailsAndInfinitiesMustMatch) {
+  const Policy p = Policy::allclose(1e-3, 1e-3);
+  const Owned with_nan = f32({2}, {1, kNaN});
+  const Outcome o = compare(with_nan, with_nan, with_nan, p);
+  EXPECT_FALSE(o.passed);
+  EXPECT_TRUE(contains(o.reason, "allclose fails on any NaN")) << o.reason;
+  const Owned with_inf = f32({2}, {1, -kInf});
+  EXPECT_TRUE(compare(with_inf, with_inf, with_inf, p).passed);
+  EXPECT_FALSE(compare(f32({2}, {1, kInf}), with_inf, with_inf, p).passed);
+}
+
+TEST(AllClose, FixedTolerancesFailAnExactCandidateAgainstTf32) {
+  // MEASURED.md: an exact-FP32 candidate fails allclose(1e-4) against a TF32 reference on most
+  // elements, and passes the scaled policy.
+  const auto t = randn(10000, 8);
+  const Owned truth = f64({10000}, t), tf32 = f32({10000}, noisy(t, 3e-4, 9));
+  const Owned exact = f32({10000}, t);
+  EXPECT_FALSE(compare(exact, tf32, truth, Policy::allclose(1e-4, 1e-4)).passed);
+  EXPECT_TRUE(compare(exact, tf32, truth, Policy::verified()).passed);
+}
+
+TEST(Integer, MustMatchExactly) {
+  const Owned truth = Owned::of(DType::I64, {2, 3}, {0, 1, 2, 3, 4, 5});
+  EXPECT_TRUE(compare(truth, truth, truth, Policy::verified()).passed);
+  const Outcome o = compare(Owned::of(DType::I64, {2, 3}, {0, 1, 2, 3, 9, 5}), truth, truth,
+                            Policy::verified());
+  EXPECT_FALSE(o.passed);
+  EXPECT_TRUE(contains(o.reason, "element [1, 1] is 9 where the reference is 4")) << o.reason;
+  EXPECT_TRUE(contains(o.reason, "int64 output must match exactly")) << o.reason;
+}
+
+TEST(Integer, TiesResolvedDifferentlyInFloat64AreAllowed) {
+  // argmax over rows with ties: the float64 run picks index 1 where the reference picked 0, twice.
+  const Owned truth = Owned::of(DType::I64, {6}, {1, 1, 2, 0, 3, 1});
+  const Owned reference = Owned::of(DType::I64, {6}, {0, 0, 2, 0, 3, 1});
+  const Outcome same_as_reference = compare(reference, reference, truth, Policy::verified());
+  EXPECT_TRUE(same_as_reference.passed) << same_as_reference.reason;
+  EXPECT_TRUE(contains(same_as_reference.reason, "ties")) << same_as_reference.reason;
+  EXPECT_EQ(same_as_reference.baseline->elements_over, 2);
+
+  const Outcome three_off =
+      compare(Owned::of(DType::I64, {6}, {0, 0, 2, 0, 3, 0}), reference, truth, Policy::verified());
+  EXPECT_FALSE(three_off.passed);
+  EXPECT_TRUE(contains(three_off.reason, "3 of 6 elements differ, more than the 2")) << three_off.reason;
+}
+
+TEST(Integer, BoolOutputs) {
+  const Owned truth = Owned::of(DType::Bool, {4}, {1, 0, 1, 1});
+  EXPECT_TRUE(compare(truth, truth, truth, Policy::verified()).passed);
+  EXPECT_FALSE(
+      compare(Owned::of(DType::Bool, {4}, {1, 1, 1, 1}), truth, truth, Policy::verified()).passed);
+}
+
+}  // namespace
+}  // namespace kbv::check
