@@ -147,10 +147,8 @@ class ReferenceRole:
         tensorio.save_inputs(directory / "inputs" / f"{case_id}.safetensors", inputs)
         tensorio.save(directory / "state" / f"{case_id}.safetensors", state)
         golden = {}
-        for variant, values in outputs.items():
-            if variant == "structure":
-                continue
-            golden.update(tensorio.output_tensors(variant, values))
+        for variant in ("tf32", "fp32", "truth"):
+            golden.update(tensorio.output_tensors(variant, outputs[variant]))
         tensorio.save(
             directory / "golden" / f"{case_id}.safetensors",
             golden,

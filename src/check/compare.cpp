@@ -35,10 +35,14 @@ enum class Kind { Finite, NaN, PosInf, NegInf };
 // halfway point above the largest finite value goes up, since that value's mantissa is odd).
 double overflow_threshold(DType d) {
   switch (d) {
-    case DType::F32: return 0x1p128 - 0x1p103;
-    case DType::BF16: return 0x1p128 - 0x1p119;
-    case DType::F16: return 65520.0;
-    default: return kInf;
+    case DType::F32:
+      return 0x1p128 - 0x1p103;
+    case DType::BF16:
+      return 0x1p128 - 0x1p119;
+    case DType::F16:
+      return 65520.0;
+    default:
+      return kInf;
   }
 }
 
@@ -57,8 +61,9 @@ Kind classify(double v, double threshold) {
 class SumOfSquares {
  public:
   void add(std::span<const double> xs) {
-    const double largest = lanes(xs, [](double acc, double x) { return std::max(acc, std::abs(x)); },
-                                 [](double a, double b) { return std::max(a, b); });
+    const double largest = lanes(
+        xs, [](double acc, double x) { return std::max(acc, std::abs(x)); },
+        [](double a, double b) { return std::max(a, b); });
     if (largest == 0) return;
     if (!std::isfinite(largest)) {
       sum_ = kInf;
@@ -66,8 +71,9 @@ class SumOfSquares {
     }
     const int exponent = std::max(std::ilogb(largest), -1000);
     const double factor = std::ldexp(1.0, -exponent);
-    merge(lanes(xs, [factor](double acc, double x) { return acc + (x * factor) * (x * factor); },
-                [](double a, double b) { return a + b; }),
+    merge(lanes(
+              xs, [factor](double acc, double x) { return acc + (x * factor) * (x * factor); },
+              [](double a, double b) { return a + b; }),
           exponent);
   }
 
@@ -287,7 +293,8 @@ std::string nonfinite_reason(const TensorView& c, const Judge& j, const Measurem
   return fmt::format("{} ({}; {} such element{})", mismatch_at(c, j, m.first_nonfinite_mismatch),
                      nan_equal ? "non-finite values must match in position and kind"
                                : "allclose fails on any NaN and needs infinities to match",
-                     m.figures.nonfinite_mismatches, m.figures.nonfinite_mismatches == 1 ? "" : "s");
+                     m.figures.nonfinite_mismatches,
+                     m.figures.nonfinite_mismatches == 1 ? "" : "s");
 }
 
 std::string elementwise_reason(const TensorView& c, const Judge& j, const Measurement& m,
@@ -331,9 +338,8 @@ Outcome compare_scaled(const TensorView& c, const TensorView& r, const TensorVie
   const double scale = finite_rms(t, threshold);
   // The baseline is within its own budget by construction (the budget is at least the
   // multiplier times its worst ratio), so it is measured without an elementwise tolerance.
-  const Measurement base = same_tensor(r, t)
-                               ? identical(t, scale)
-                               : measure(r, t, {threshold, scale, {kInf, 0}, true});
+  const Measurement base =
+      same_tensor(r, t) ? identical(t, scale) : measure(r, t, {threshold, scale, {kInf, 0}, true});
   Outcome o;
   o.baseline = base.figures;
   o.norm_budget = std::max(p.norm_floor, p.baseline_multiplier * base.figures.normwise_rel);
@@ -374,7 +380,8 @@ Outcome compare_exact(const TensorView& c, const TensorView& r, const TensorView
   o.passed = got <= allowed;
   if (got == 0) return o;
   const Judge judge{t, truth_label(r, t), r.dtype};
-  const std::string first = mismatch_at(c, judge, m.worst >= 0 ? m.worst : m.first_nonfinite_mismatch);
+  const std::string first =
+      mismatch_at(c, judge, m.worst >= 0 ? m.worst : m.first_nonfinite_mismatch);
   if (o.passed) {
     o.reason = fmt::format(
         "passed with {} of {} elements differing from {}, within the {} where the reference "

@@ -23,7 +23,7 @@ struct ErrorFigures {
   int64_t numel = 0;
   int64_t elements_over = 0;  // elements outside their elementwise budget
   int64_t nonfinite_mismatches = 0;
-  double scale = 0;  // RMS of the finite truth values
+  double scale = 0;  // RMS of the finite truth values (of the reference under AllClose)
   nlohmann::json to_json() const;
 };
 

@@ -49,8 +49,9 @@ void write_json_atomically(const fs::path& path, const nlohmann::json& value) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kbv — KernelBench-Verified: evaluation of generated GPU kernels that cannot be "
-               "fooled"};
+  CLI::App app{
+      "kbv — KernelBench-Verified: evaluation of generated GPU kernels that cannot be "
+      "fooled"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(kbv::kVersion));
 
@@ -60,8 +61,9 @@ int main(int argc, char** argv) {
   int compile_timeout = 900, call_timeout = 120;
   std::string device;
   auto* eval = app.add_subcommand("eval", "evaluate one candidate against one problem");
-  eval->add_option("--problem,-p", request.problem, "KernelBench-format problem file (Model, "
-                                                    "get_inputs, get_init_inputs)")
+  eval->add_option("--problem,-p", request.problem,
+                   "KernelBench-format problem file (Model, "
+                   "get_inputs, get_init_inputs)")
       ->required();
   eval->add_option("--candidate,-c", request.candidate, "candidate file defining ModelNew")
       ->required();

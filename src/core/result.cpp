@@ -66,21 +66,11 @@ nlohmann::json Result::to_json() const {
                             {"cases", fam.cases}};
   }
   nlohmann::json out = {
-      {"schema", kResultSchema},
-      {"kbv_version", kVersion},
-      {"verdict", to_string(verdict)},
-      {"reason", reason},
-      {"flags", flag_list},
-      {"correctness", families},
-      {"timing", timing},
-      {"speedup", speedup},
-      {"memory", memory},
-      {"problem", problem},
-      {"candidate", candidate},
-      {"protocol", protocol},
-      {"environment", environment},
-      {"isolation", isolation},
-      {"durations_s", durations_s},
+      {"schema", kResultSchema},    {"kbv_version", kVersion}, {"verdict", to_string(verdict)},
+      {"reason", reason},           {"flags", flag_list},      {"correctness", families},
+      {"timing", timing},           {"speedup", speedup},      {"memory", memory},
+      {"problem", problem},         {"candidate", candidate},  {"protocol", protocol},
+      {"environment", environment}, {"isolation", isolation},  {"durations_s", durations_s},
   };
   if (!error_detail.empty()) out["error_detail"] = error_detail;
   return out;

@@ -44,7 +44,7 @@ struct Result {
   std::string reason;
   std::vector<Flag> flags;
   std::vector<FamilyResult> correctness;
-  nlohmann::json timing = nullptr;    // candidate, baseline_tf32, baseline_fp32 summaries
+  nlohmann::json timing = nullptr;  // candidate, baseline_tf32, baseline_fp32 summaries
   nlohmann::json speedup = {{"vs_tf32", nullptr}, {"vs_fp32", nullptr}};
   nlohmann::json memory = nullptr;
   nlohmann::json problem = nlohmann::json::object();

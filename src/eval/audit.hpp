@@ -17,8 +17,8 @@ struct AuditCase {
 
 struct ProblemAudit {
   bool degenerate = false;
-  std::string degenerate_why;           // empty when not degenerate
-  std::vector<std::string> unstable;    // cases where the reference fails its float64 truth
+  std::string degenerate_why;         // empty when not degenerate
+  std::vector<std::string> unstable;  // cases where the reference fails its float64 truth
   nlohmann::json figures = nlohmann::json::object();
   nlohmann::json to_json() const;
 };

@@ -213,13 +213,14 @@ class Evaluation {
 
   json load_problem() {
     progress("loading the problem");
-    auto response = ref_->call({{"cmd", "load_problem"},
-                                {"problem", fs::absolute(request_.problem).string()},
-                                {"candidate", fs::absolute(request_.candidate).string()},
-                                {"secret", secret_},
-                                {"device", request_.device},
-                                {"init_inputs_path", (run_dir_ / "init_inputs.safetensors").string()}},
-                               request_.call_timeout);
+    auto response =
+        ref_->call({{"cmd", "load_problem"},
+                    {"problem", fs::absolute(request_.problem).string()},
+                    {"candidate", fs::absolute(request_.candidate).string()},
+                    {"secret", secret_},
+                    {"device", request_.device},
+                    {"init_inputs_path", (run_dir_ / "init_inputs.safetensors").string()}},
+                   request_.call_timeout);
     require_reference(response, "loading the problem");
     const auto& r = response.result;
     result_.problem = {{"name", r["name"]},
@@ -290,10 +291,11 @@ class Evaluation {
                                                             "killed",
                                                             r.message, during)};
     } else if (r.status == Response::Status::Died) {
-      failure_ = StageFailure{Verdict::RuntimeError, fmt::format("{} during {}", r.message, during)};
+      failure_ =
+          StageFailure{Verdict::RuntimeError, fmt::format("{} during {}", r.message, during)};
     } else {
-      failure_ = StageFailure{Verdict::RuntimeError, fmt::format("{} ({})", first_line(r.message),
-                                                                 during)};
+      failure_ = StageFailure{Verdict::RuntimeError,
+                              fmt::format("{} ({})", first_line(r.message), during)};
     }
     result_.error_detail = r.detail;
   }
@@ -334,7 +336,8 @@ class Evaluation {
       auto& fam = family(c["family"], 0);
       fam.evaluated = true;
       if (!response.ok()) {
-        fail_call(response, fmt::format("the forward on {} inputs", c["family"].get<std::string>()));
+        fail_call(response,
+                  fmt::format("the forward on {} inputs", c["family"].get<std::string>()));
         return false;
       }
       note_numerics(response.result);
@@ -361,10 +364,10 @@ class Evaluation {
                                    c["id"].get<std::string>()));
     }
     if (!run["outputs_aliasing_inputs"].empty() && !c.value("reference_aliases_input", false)) {
-      result_.add_flag("output_aliases_input", Severity::Reject,
-                       fmt::format("output {} shares storage with an input on {}",
-                                   run["outputs_aliasing_inputs"].dump(),
-                                   c["id"].get<std::string>()));
+      result_.add_flag(
+          "output_aliases_input", Severity::Reject,
+          fmt::format("output {} shares storage with an input on {}",
+                      run["outputs_aliasing_inputs"].dump(), c["id"].get<std::string>()));
     }
     const auto& outs = run["outputs"];
     int expected = c["outputs"];
@@ -378,8 +381,8 @@ class Evaluation {
     }
     for (size_t i = 0; i < outs.size(); ++i) {
       if (!outs[i].contains("dtype")) {
-        outcome["reason"] = fmt::format("output {} is a {}, not a tensor", i,
-                                        outs[i]["type"].get<std::string>());
+        outcome["reason"] =
+            fmt::format("output {} is a {}, not a tensor", i, outs[i]["type"].get<std::string>());
         return outcome;
       }
       if (!outs[i].value("plain", false)) {
@@ -451,8 +454,9 @@ class Evaluation {
       progress(fmt::format("timing round {}/{}", r + 1, rounds));
       int warmup = r == 0 ? 3 : 1;
       // Alternate the order each round (ABBA) so slow drift weighs on every side alike.
-      std::vector<std::string> order = r % 2 == 0 ? std::vector<std::string>{"tf32", "cand", "fp32"}
-                                                   : std::vector<std::string>{"fp32", "cand", "tf32"};
+      std::vector<std::string> order = r % 2 == 0
+                                           ? std::vector<std::string>{"tf32", "cand", "fp32"}
+                                           : std::vector<std::string>{"fp32", "cand", "tf32"};
       for (const auto& who : order) {
         json request = {{"cmd", "time"}, {"calls", per_round}, {"warmup", warmup}};
         Response timed;
@@ -492,15 +496,14 @@ class Evaluation {
     require_reference(ref_memory, "measuring the baseline's memory");
     double cand_peak = cand_memory.result.value("peak_bytes", 0.0);
     double ref_peak = ref_memory.result.value("peak_bytes", 0.0);
-    result_.memory = {
-        {"candidate_peak_bytes", cand_memory.result["peak_bytes"]},
-        {"reference_peak_bytes", ref_memory.result["peak_bytes"]},
-        {"peak_ratio", ref_peak > 0 ? json(cand_peak / ref_peak) : json(nullptr)},
-        {"candidate_persistent_bytes", cand_memory.result["persistent_bytes"]},
-        {"reference_persistent_bytes", ref_memory.result["persistent_bytes"]},
-        {"method", cand_memory.result["method"]},
-        {"candidate_detail", cand_memory.result},
-        {"reference_detail", ref_memory.result}};
+    result_.memory = {{"candidate_peak_bytes", cand_memory.result["peak_bytes"]},
+                      {"reference_peak_bytes", ref_memory.result["peak_bytes"]},
+                      {"peak_ratio", ref_peak > 0 ? json(cand_peak / ref_peak) : json(nullptr)},
+                      {"candidate_persistent_bytes", cand_memory.result["persistent_bytes"]},
+                      {"reference_persistent_bytes", ref_memory.result["persistent_bytes"]},
+                      {"method", cand_memory.result["method"]},
+                      {"candidate_detail", cand_memory.result},
+                      {"reference_detail", ref_memory.result}};
   }
 
   void cleanup() {

@@ -12,8 +12,8 @@ nlohmann::json Protocol::to_json() const {
           {"families", fams},
           {"timing_families", timing_families},
           {"tolerance", policy.to_json()},
-          {"judged_against", policy.kind == check::PolicyKind::Scaled ? "float64_truth"
-                                                                      : reference_variant},
+          {"judged_against",
+           policy.kind == check::PolicyKind::Scaled ? "float64_truth" : reference_variant},
           {"parameters_redrawn", redraw_parameters},
           {"headline_baseline", headline == Headline::Tf32 ? "tf32" : "fp32"},
           {"description", description}};

@@ -10,7 +10,7 @@
 namespace kbv::eval {
 
 struct StateMatch {
-  std::map<std::string, std::string> mapping;  // reference name -> candidate name
+  std::map<std::string, std::string> mapping;    // reference name -> candidate name
   std::vector<std::string> unmatched_reference;  // floating-point tensors left out
   std::vector<std::string> renamed;              // matched by a unique shape, not by name
 };

@@ -25,8 +25,8 @@ const FamilyResult* first_failed_family(const Result& result) {
 std::string incorrect_reason(const FamilyResult& family) {
   for (const auto& c : family.cases) {
     if (!c.value("passed", false)) {
-      return fmt::format("wrong on the {} family, draw {}: {}", family.family,
-                         c.value("draw", 0), c.value("reason", std::string("outputs differ")));
+      return fmt::format("wrong on the {} family, draw {}: {}", family.family, c.value("draw", 0),
+                         c.value("reason", std::string("outputs differ")));
     }
   }
   return fmt::format("wrong on the {} family", family.family);

@@ -12,8 +12,8 @@ namespace kbv::orchestrate {
 
 struct SandboxOptions {
   bool enabled = true;
-  bool isolate_network = true;                  // a fresh network namespace: no interfaces
-  std::vector<std::filesystem::path> hidden;    // directories replaced by an empty tmpfs
+  bool isolate_network = true;                      // a fresh network namespace: no interfaces
+  std::vector<std::filesystem::path> hidden;        // directories replaced by an empty tmpfs
   unsigned long long max_file_bytes = 64ULL << 30;  // RLIMIT_FSIZE: no runaway output files
   unsigned long long max_open_files = 4096;
 };

@@ -70,11 +70,9 @@ std::string locate_pythonpath() {
 #ifdef KBV_DEV_PYTHONPATH
   // Running from a build tree: the worker package is in the source tree, kbv_native here.
   std::string dev = KBV_DEV_PYTHONPATH;
-  auto source = dev.substr(0, dev.find(':'));
-  if (fs::exists(fs::path(source) / "kbv" / "worker.py") &&
-      own_directory() == fs::path(dev.substr(dev.find(':') + 1))) {
-    return dev;
-  }
+  auto source = fs::path(dev.substr(0, dev.find(':')));
+  auto build = fs::path(dev.substr(dev.find(':') + 1));
+  if (fs::exists(source / "kbv" / "worker.py") && fs::is_directory(build)) return dev;
 #endif
   return "";
 }
@@ -102,9 +100,8 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  std::vector<std::string> arg_strings = {options.python, "-m",  "kbv.worker", "--role",
-                                          options.role,   "--in", "3",          "--out",
-                                          "4"};
+  std::vector<std::string> arg_strings = {
+      options.python, "-m", "kbv.worker", "--role", options.role, "--in", "3", "--out", "4"};
   std::vector<char*> argv;
   for (auto& s : arg_strings) argv.push_back(s.data());
   argv.push_back(nullptr);

@@ -32,9 +32,10 @@ std::string summary(const Result& r) {
   std::string out = fmt::format("{}: {}\n", to_string(r.verdict), r.reason);
   out += fmt::format("  problem        {}{}\n", r.problem.value("name", std::string("?")),
                      r.problem.value("degenerate", false) ? "  (DEGENERATE: see flags)" : "");
-  out += fmt::format("  protocol       {} v{}  on {}\n",
-                     r.protocol.value("name", std::string("?")), r.protocol.value("version", 0),
-                     r.environment.value("device_name", r.environment.value("device", std::string("?"))));
+  out += fmt::format(
+      "  protocol       {} v{}  on {}\n", r.protocol.value("name", std::string("?")),
+      r.protocol.value("version", 0),
+      r.environment.value("device_name", r.environment.value("device", std::string("?"))));
   if (!r.correctness.empty()) {
     out += "  correctness   ";
     for (const auto& f : r.correctness) {
@@ -51,8 +52,8 @@ std::string summary(const Result& r) {
   }
   if (r.memory.is_object() && r.memory.contains("candidate_peak_bytes")) {
     const auto& ratio = r.memory["peak_ratio"];
-    out += fmt::format("  peak memory    {} vs {} (ratio {})\n", mib(r.memory["candidate_peak_bytes"]),
-                       mib(r.memory["reference_peak_bytes"]),
+    out += fmt::format("  peak memory    {} vs {} (ratio {})\n",
+                       mib(r.memory["candidate_peak_bytes"]), mib(r.memory["reference_peak_bytes"]),
                        ratio.is_number() ? fmt::format("{:.2f}", ratio.get<double>()) : "n/a");
   }
   for (const auto& f : r.flags) {

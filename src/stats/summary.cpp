@@ -138,8 +138,8 @@ Summary summarize(std::span<const double> samples, double confidence) {
   return s;
 }
 
-Ratio speedup(std::span<const double> baseline, std::span<const double> candidate,
-              double tie_band, double confidence, int resamples, uint64_t seed) {
+Ratio speedup(std::span<const double> baseline, std::span<const double> candidate, double tie_band,
+              double confidence, int resamples, uint64_t seed) {
   check_confidence(confidence);
   Ratio r;
   if (baseline.empty() || candidate.empty()) return r;
@@ -165,7 +165,9 @@ Ratio speedup(std::span<const double> baseline, std::span<const double> candidat
 }
 
 nlohmann::json Summary::to_json(std::string_view unit_suffix) const {
-  const auto key = [&](std::string_view name) { return std::string(name) + std::string(unit_suffix); };
+  const auto key = [&](std::string_view name) {
+    return std::string(name) + std::string(unit_suffix);
+  };
   return {{"n", n},
           {key("median"), median},
           {key("ci_low"), ci_low},

@@ -30,11 +30,11 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::F64, "F64", "float64", 8, true},   {DType::F32, "F32", "float32", 4, true},
-    {DType::F16, "F16", "float16", 2, true},   {DType::BF16, "BF16", "bfloat16", 2, true},
-    {DType::I64, "I64", "int64", 8, false},    {DType::I32, "I32", "int32", 4, false},
-    {DType::I16, "I16", "int16", 2, false},    {DType::I8, "I8", "int8", 1, false},
-    {DType::U8, "U8", "uint8", 1, false},      {DType::Bool, "BOOL", "bool", 1, false},
+    {DType::F64, "F64", "float64", 8, true}, {DType::F32, "F32", "float32", 4, true},
+    {DType::F16, "F16", "float16", 2, true}, {DType::BF16, "BF16", "bfloat16", 2, true},
+    {DType::I64, "I64", "int64", 8, false},  {DType::I32, "I32", "int32", 4, false},
+    {DType::I16, "I16", "int16", 2, false},  {DType::I8, "I8", "int8", 1, false},
+    {DType::U8, "U8", "uint8", 1, false},    {DType::Bool, "BOOL", "bool", 1, false},
 };
 
 const DTypeInfo& info(DType d) { return kDTypes[static_cast<size_t>(d)]; }
@@ -105,7 +105,8 @@ std::optional<uint64_t> expected_bytes(const std::vector<int64_t>& shape, DType 
 }
 
 TensorView parse_tensor(const std::filesystem::path& path, const std::string& name,
-                        const nlohmann::json& entry, const std::byte* buffer, uint64_t buffer_size) {
+                        const nlohmann::json& entry, const std::byte* buffer,
+                        uint64_t buffer_size) {
   if (!entry.is_object()) fail(path, fmt::format("entry '{}' is not an object", name));
   TensorView view{.name = name,
                   .dtype = parse_dtype(path, name, entry),
@@ -209,17 +210,24 @@ void TensorView::decode(int64_t first, std::span<double> out) const {
   }
   const std::byte* src = data + static_cast<size_t>(first) * size;
   switch (dtype) {
-    case DType::F64: return decode_block<double>(src, out);
-    case DType::F32: return decode_block<float>(src, out);
+    case DType::F64:
+      return decode_block<double>(src, out);
+    case DType::F32:
+      return decode_block<float>(src, out);
     case DType::F16:
       return decode_block<uint16_t>(src, out, [](uint16_t b) { return half_to_float(b); });
     case DType::BF16:
       return decode_block<uint16_t>(src, out, [](uint16_t b) { return bfloat16_to_float(b); });
-    case DType::I64: return decode_block<int64_t>(src, out);
-    case DType::I32: return decode_block<int32_t>(src, out);
-    case DType::I16: return decode_block<int16_t>(src, out);
-    case DType::I8: return decode_block<int8_t>(src, out);
-    case DType::U8: return decode_block<uint8_t>(src, out);
+    case DType::I64:
+      return decode_block<int64_t>(src, out);
+    case DType::I32:
+      return decode_block<int32_t>(src, out);
+    case DType::I16:
+      return decode_block<int16_t>(src, out);
+    case DType::I8:
+      return decode_block<int8_t>(src, out);
+    case DType::U8:
+      return decode_block<uint8_t>(src, out);
     case DType::Bool:
       return decode_block<uint8_t>(src, out, [](uint8_t b) { return b != 0 ? 1.0 : 0.0; });
   }
@@ -254,7 +262,8 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   const auto* bytes = static_cast<const std::byte*>(file.base_);
   const auto header_size = load<uint64_t>(bytes);
   if (header_size > size - 8) {
-    fail(path, fmt::format("header length {} exceeds the {} bytes after it", header_size, size - 8));
+    fail(path,
+         fmt::format("header length {} exceeds the {} bytes after it", header_size, size - 8));
   }
   const auto* header_begin = reinterpret_cast<const char*>(bytes + 8);
   nlohmann::json header;
@@ -308,8 +317,9 @@ void SafetensorsFile::unmap() noexcept {
 }
 
 const TensorView* SafetensorsFile::find(std::string_view name) const {
-  const auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
-                                   [](const TensorView& t, std::string_view n) { return t.name < n; });
+  const auto it =
+      std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                       [](const TensorView& t, std::string_view n) { return t.name < n; });
   return it != tensors_.end() && it->name == name ? &*it : nullptr;
 }
 

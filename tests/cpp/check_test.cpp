@@ -1,14 +1,14 @@
 // The correctness decision: the scaled (verified) policy against TF32- and bf16-like noise, single
 // wrong elements, zero outputs, non-finite values and integer ties, and the allclose policies.
 
-#include "check/compare.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+
+#include "check/compare.hpp"
 
 namespace kbv::check {
 namespace {
@@ -30,9 +30,7 @@ class Owned {
     for (size_t i = 0; i < values.size(); ++i) t.store(i, values[i]);
     return t;
   }
-  TensorView view() const {
-    return {"t", dtype_, shape_, bytes_.data(), bytes_.size()};
-  }
+  TensorView view() const { return {"t", dtype_, shape_, bytes_.data(), bytes_.size()}; }
   operator TensorView() const { return view(); }
 
  private:
@@ -42,14 +40,20 @@ class Owned {
   }
   void store(size_t i, double v) {
     switch (dtype_) {
-      case DType::F64: return put(i, v);
-      case DType::F32: return put(i, static_cast<float>(v));
-      case DType::I64: return put(i, static_cast<int64_t>(v));
-      case DType::I32: return put(i, static_cast<int32_t>(v));
-      case DType::Bool: return put(i, static_cast<uint8_t>(v != 0));
+      case DType::F64:
+        return put(i, v);
+      case DType::F32:
+        return put(i, static_cast<float>(v));
+      case DType::I64:
+        return put(i, static_cast<int64_t>(v));
+      case DType::I32:
+        return put(i, static_cast<int32_t>(v));
+      case DType::Bool:
+        return put(i, static_cast<uint8_t>(v != 0));
       case DType::F16:  // fp16 tensors here are given as raw bits
         return put(i, static_cast<uint16_t>(v));
-      default: FAIL() << "unsupported in this helper";
+      default:
+        FAIL() << "unsupported in this helper";
     }
   }
 
@@ -199,9 +203,8 @@ TEST(Scaled, AllZeroTruthAcceptsOnlyZero) {
 
 TEST(Scaled, NaNPositionMismatchFails) {
   const Owned truth = f64({2, 4}, {1, 2, 3, 4, kNaN, 6, 7, 8});
-  const Outcome o =
-      compare(f32({2, 4}, {1, 2, 3, 4, 5, kNaN, 7, 8}), f32({2, 4}, {1, 2, 3, 4, kNaN, 6, 7, 8}),
-              truth, Policy::verified());
+  const Outcome o = compare(f32({2, 4}, {1, 2, 3, 4, 5, kNaN, 7, 8}),
+                            f32({2, 4}, {1, 2, 3, 4, kNaN, 6, 7, 8}), truth, Policy::verified());
   EXPECT_FALSE(o.passed);
   EXPECT_EQ(o.candidate.nonfinite_mismatches, 2);
   EXPECT_TRUE(contains(o.reason, "element [1, 0] is 5 where the float64 truth is nan")) << o.reason;
@@ -220,8 +223,7 @@ TEST(Scaled, InfinitySignMustMatch) {
   const std::vector<double> v{1, kInf, 3};
   const Outcome o = compare(f32({3}, {1, -kInf, 3}), f32({3}, v), f64({3}, v), Policy::verified());
   EXPECT_FALSE(o.passed);
-  EXPECT_TRUE(contains(o.reason, "element [1] is -inf where the float64 truth is inf"))
-      << o.reason;
+  EXPECT_TRUE(contains(o.reason, "element [1] is -inf where the float64 truth is inf")) << o.reason;
 }
 
 TEST(Scaled, TruthIsCastToTheOutputDtype) {
@@ -251,11 +253,13 @@ TEST(Scaled, HugeValuesDoNotOverflowTheNorms) {
 TEST(Scaled, WithoutAFloat64RunTheFloorsApply) {
   const auto t = randn(1000, 6);
   const Owned reference = f32({1000}, t);
-  const Outcome o = compare(f32({1000}, noisy(t, 5e-4, 7)), reference, reference, Policy::verified());
+  const Outcome o =
+      compare(f32({1000}, noisy(t, 5e-4, 7)), reference, reference, Policy::verified());
   EXPECT_TRUE(o.passed) << o.reason;
   EXPECT_EQ(o.norm_budget, 1e-3);
   EXPECT_EQ(o.elem_budget, 1e-2);
-  const Outcome bad = compare(f32({1000}, noisy(t, 3e-3, 7)), reference, reference, Policy::verified());
+  const Outcome bad =
+      compare(f32({1000}, noisy(t, 3e-3, 7)), reference, reference, Policy::verified());
   EXPECT_FALSE(bad.passed);
 }
 
@@ -266,7 +270,8 @@ TEST(Scaled, ScalarOutputIsNamed) {
   Policy elementwise_only = Policy::verified();
   elementwise_only.norm_floor = 10;
   const Outcome e = compare(f32({}, {2}), f32({}, {1}), f64({}, {1}), elementwise_only);
-  EXPECT_TRUE(contains(e.reason, "the scalar output is 2 where the float64 truth is 1")) << e.reason;
+  EXPECT_TRUE(contains(e.reason, "the scalar output is 2 where the float64 truth is 1"))
+      << e.reason;
 }
 
 TEST(Contract, ShapeMismatchFails) {
@@ -282,9 +287,9 @@ TEST(Contract, DtypeMismatchFails) {
   EXPECT_FALSE(o.passed);
   EXPECT_EQ(o.reason, "dtype float16 differs from the reference's float32");
   // Even under allclose, where torch would broadcast and upcast.
-  EXPECT_FALSE(compare(f64({2}, {1, 1}), f32({2}, {1, 1}), f64({2}, {1, 1}),
-                       Policy::allclose(1e-3, 1e-3))
-                   .passed);
+  EXPECT_FALSE(
+      compare(f64({2}, {1, 1}), f32({2}, {1, 1}), f64({2}, {1, 1}), Policy::allclose(1e-3, 1e-3))
+          .passed);
 }
 
 TEST(Contract, TruthOfAnotherShapeIsAHarnessBug) {
@@ -296,8 +301,8 @@ TEST(Contract, TruthOfAnotherShapeIsAHarnessBug) {
 TEST(AllClose, FollowsTorchAllclose) {
   const Owned reference = f32({3}, {1, -2, 0});
   const Policy standard = Policy::allclose(1e-4, 1e-4);
-  EXPECT_TRUE(compare(f32({3}, {1 + 1.9e-4, -2 - 2.9e-4, 0.9e-4}), reference, reference, standard)
-                  .passed);
+  EXPECT_TRUE(
+      compare(f32({3}, {1 + 1.9e-4, -2 - 2.9e-4, 0.9e-4}), reference, reference, standard).passed);
   const Outcome o = compare(f32({3}, {1, -2, 1.2e-4}), reference, reference, standard);
   EXPECT_FALSE(o.passed);
   EXPECT_EQ(o.candidate.elements_over, 1);
@@ -329,8 +334,8 @@ TEST(AllClose, FixedTolerancesFailAnExactCandidateAgainstTf32) {
 TEST(Integer, MustMatchExactly) {
   const Owned truth = Owned::of(DType::I64, {2, 3}, {0, 1, 2, 3, 4, 5});
   EXPECT_TRUE(compare(truth, truth, truth, Policy::verified()).passed);
-  const Outcome o = compare(Owned::of(DType::I64, {2, 3}, {0, 1, 2, 3, 9, 5}), truth, truth,
-                            Policy::verified());
+  const Outcome o =
+      compare(Owned::of(DType::I64, {2, 3}, {0, 1, 2, 3, 9, 5}), truth, truth, Policy::verified());
   EXPECT_FALSE(o.passed);
   EXPECT_TRUE(contains(o.reason, "element [1, 1] is 9 where the reference is 4")) << o.reason;
   EXPECT_TRUE(contains(o.reason, "int64 output must match exactly")) << o.reason;
@@ -348,7 +353,8 @@ TEST(Integer, TiesResolvedDifferentlyInFloat64AreAllowed) {
   const Outcome three_off =
       compare(Owned::of(DType::I64, {6}, {0, 0, 2, 0, 3, 0}), reference, truth, Policy::verified());
   EXPECT_FALSE(three_off.passed);
-  EXPECT_TRUE(contains(three_off.reason, "3 of 6 elements differ, more than the 2")) << three_off.reason;
+  EXPECT_TRUE(contains(three_off.reason, "3 of 6 elements differ, more than the 2"))
+      << three_off.reason;
 }
 
 TEST(Integer, BoolOutputs) {

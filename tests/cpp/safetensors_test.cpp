@@ -39,9 +39,9 @@ class SafetensorsTest : public ::testing::Test {
  protected:
   std::filesystem::path write(const Bytes& bytes) {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    const auto path = std::filesystem::path(::testing::TempDir()) /
-                      (std::string("kbv_") + info->name() + std::to_string(counter_++) +
-                       ".safetensors");
+    const auto path =
+        std::filesystem::path(::testing::TempDir()) /
+        (std::string("kbv_") + info->name() + std::to_string(counter_++) + ".safetensors");
     std::ofstream(path, std::ios::binary)
         .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
     written_.push_back(path);
@@ -194,7 +194,8 @@ TEST_F(SafetensorsTest, MoveKeepsViewsValid) {
 }
 
 TEST_F(SafetensorsTest, DecodesBlocksAndChecksRange) {
-  const auto path = write_tensors({{"x", "F16", {4}, bytes_of<uint16_t>({0x3C00, 0x4000, 0x4200, 0x4400})}});
+  const auto path =
+      write_tensors({{"x", "F16", {4}, bytes_of<uint16_t>({0x3C00, 0x4000, 0x4200, 0x4400})}});
   const auto file = SafetensorsFile::open(path);
   std::vector<double> out(3);
   file.find("x")->decode(1, out);
@@ -207,9 +208,9 @@ TEST(HalfDecode, Float16IsExact) {
   EXPECT_EQ(half_to_float(0x3C00), 1.0f);
   EXPECT_EQ(half_to_float(0xC000), -2.0f);
   EXPECT_EQ(half_to_float(0x3555), 0.333251953125f);
-  EXPECT_EQ(half_to_float(0x7BFF), 65504.0f);                  // largest finite
-  EXPECT_EQ(half_to_float(0x0400), std::ldexp(1.0f, -14));     // smallest normal
-  EXPECT_EQ(half_to_float(0x0001), std::ldexp(1.0f, -24));     // smallest subnormal
+  EXPECT_EQ(half_to_float(0x7BFF), 65504.0f);                       // largest finite
+  EXPECT_EQ(half_to_float(0x0400), std::ldexp(1.0f, -14));          // smallest normal
+  EXPECT_EQ(half_to_float(0x0001), std::ldexp(1.0f, -24));          // smallest subnormal
   EXPECT_EQ(half_to_float(0x83FF), -1023 * std::ldexp(1.0f, -24));  // largest subnormal
   EXPECT_EQ(half_to_float(0x0000), 0.0f);
   EXPECT_TRUE(std::signbit(half_to_float(0x8000)));
@@ -224,7 +225,7 @@ TEST(HalfDecode, BFloat16IsExact) {
   EXPECT_EQ(bfloat16_to_float(0x4049), 3.140625f);
   EXPECT_EQ(bfloat16_to_float(0xC2F7), -123.5f);
   EXPECT_EQ(bfloat16_to_float(0x7F7F), std::ldexp(255.0f, 120));  // largest finite
-  EXPECT_EQ(bfloat16_to_float(0x0001), std::ldexp(1.0f, -133));    // smallest subnormal
+  EXPECT_EQ(bfloat16_to_float(0x0001), std::ldexp(1.0f, -133));   // smallest subnormal
   EXPECT_EQ(bfloat16_to_float(0xFF80), -std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(bfloat16_to_float(0x7FC0)));
 }
@@ -260,8 +261,8 @@ TEST_F(SafetensorsTest, RejectsBadJson) {
 }
 
 TEST_F(SafetensorsTest, RejectsUnknownDtype) {
-  expect_format_error(R"({"x":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})",
-                      Bytes(1), "unsupported dtype \"F8_E4M3\"");
+  expect_format_error(R"({"x":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})", Bytes(1),
+                      "unsupported dtype \"F8_E4M3\"");
   expect_format_error(R"({"x":{"shape":[1],"data_offsets":[0,1]}})", Bytes(1), "no dtype");
 }
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian 12 / Ubuntu machine to a working kbv: system packages (when
+# run as root with apt), PyTorch pinned to the GPU machines' 2.11.0, the C++ build (engine,
+# CLI, native extension, tests) in ./build, and `pip install .` for the `kbv` command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  need=()
+  for pkg in cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev \
+             clang-format; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "[setup] apt-get install ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+fi
+
+echo "[setup] python packages (torch 2.11.0 is large the first time)"
+"$PYTHON" -m pip install -q --disable-pip-version-check \
+  "torch==2.11.0" numpy "safetensors>=0.4" ninja nanobind "scikit-build-core>=0.10" \
+  pytest pytest-xdist ruff
+
+echo "[setup] building ./build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v "$PYTHON")" >/dev/null
+cmake --build build -j"$(nproc)"
+
+echo "[setup] installing the kbv command"
+"$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+echo "[setup] done: $(command -v kbv || echo "build/kbv")"

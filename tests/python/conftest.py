@@ -1,0 +1,104 @@
+"""Shared fixtures: where the kbv binary and the bundled suite are, and a runner for `kbv eval`
+that returns the exit status, the parsed JSON result and the printed output."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PROBLEMS = REPO / "problems"
+CPU_CANDIDATES = REPO / "examples" / "candidates" / "cpu"
+CUDA_CANDIDATES = REPO / "examples" / "candidates" / "cuda"
+WRONG = REPO / "examples" / "wrong"
+
+# The python package is importable for the unit tests without installing it.
+sys.path.insert(0, str(REPO / "python"))
+
+
+def kbv_binary() -> str:
+    explicit = os.environ.get("KBV_BIN")
+    if explicit:
+        return explicit
+    built = REPO / "build" / "kbv"
+    if built.exists():
+        return str(built)
+    found = shutil.which("kbv")
+    if found:
+        return found
+    pytest.fail("no kbv binary: build it (cmake --build build) or set KBV_BIN", pytrace=False)
+
+
+@dataclass
+class Evaluation:
+    returncode: int
+    result: dict | None
+    stdout: str
+    stderr: str
+
+    @property
+    def verdict(self) -> str | None:
+        return self.result["verdict"] if self.result else None
+
+    def flag_ids(self, severity: str | None = None) -> set[str]:
+        if not self.result:
+            return set()
+        return {
+            f["id"] for f in self.result["flags"] if severity is None or f["severity"] == severity
+        }
+
+
+# Quick settings for tests: fewer draws and timing samples; correctness is still the full
+# protocol (every family).
+QUICK = ["--draws", "2", "--samples", "3", "--rounds", "1", "--timeout", "60"]
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    # Content-keyed build cache shared by every test and kept across runs and clones (warm CI).
+    path = Path(os.environ.get("KBV_CACHE_DIR", Path.home() / ".cache" / "kbv"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def run_eval(tmp_path, cache_dir):
+    def run(problem: Path, candidate: Path, *extra: str, timeout: float = 900) -> Evaluation:
+        out = tmp_path / "result.json"
+        command = [
+            kbv_binary(),
+            "eval",
+            "--problem",
+            str(problem),
+            "--candidate",
+            str(candidate),
+            "--device",
+            "cpu",
+            "--json",
+            str(out),
+            "--cache-dir",
+            str(cache_dir),
+            "--quiet",
+            *QUICK,
+            *extra,
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        result = json.loads(out.read_text()) if out.exists() else None
+        return Evaluation(done.returncode, result, done.stdout, done.stderr)
+
+    return run
+
+
+def target_problem(candidate: Path) -> Path:
+    """The problem a zoo file names in its `# kbv-target: levelN/Name` line."""
+    for line in candidate.read_text().splitlines()[:5]:
+        if line.startswith("# kbv-target:"):
+            return PROBLEMS / (line.split(":", 1)[1].strip() + ".py")
+    raise AssertionError(f"{candidate} has no kbv-target line")
