@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
       "kbv — KernelBench-Verified: evaluation of generated GPU kernels that cannot be "
       "fooled"};
   app.require_subcommand(1);
+  // A repeated option takes its last value, so wrappers can append overrides.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_version_flag("--version", std::string(kbv::kVersion));
 
   kbv::eval::EvalRequest request;

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kLnThreads)
     const float* xr = x + r * D;
     const double shift = (double)xr[0];
     const int64_t beg = c * kLnChunk;
-    const int64_t end = std::min<int64_t>(D, beg + kLnChunk);
+    const int64_t end = beg + kLnChunk < D ? beg + kLnChunk : D;
     double s1 = 0.0, s2 = 0.0;
     if (vec) {
       for (int64_t i = beg + 4 * (int64_t)threadIdx.x; i < end; i += 4 * kLnThreads) {
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kLnThreads)
     float* yr = y + r * D;
     const float mu = mean[r], rs = rstd[r];
     const int64_t beg = c * kLnChunk;
-    const int64_t end = std::min<int64_t>(D, beg + kLnChunk);
+    const int64_t end = beg + kLnChunk < D ? beg + kLnChunk : D;
     if (vec) {
       for (int64_t i = beg + 4 * (int64_t)threadIdx.x; i < end; i += 4 * kLnThreads) {
         const float4 v = *reinterpret_cast<const float4*>(xr + i);

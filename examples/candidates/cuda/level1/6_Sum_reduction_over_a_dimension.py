@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kRedThreads)
   const int64_t j = cg * TX + tx;
   const int g = blockIdx.y;
   const int64_t d0 = (int64_t)g * d_per_group;
-  const int64_t d1 = std::min<int64_t>(D, d0 + d_per_group);
+  const int64_t d1 = d0 + d_per_group < D ? d0 + d_per_group : D;
   double acc = 0.0;
   if (j < inner) {
     const float* p = x + o * D * inner + j;
