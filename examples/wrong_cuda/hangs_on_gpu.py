@@ -1,6 +1,5 @@
 # kbv-target: level1/3_ReLU
 # wrong: the kernel spins forever on the GPU (a GPU hang; only killing the process ends it)
-import torch
 from torch import nn
 from torch.utils.cpp_extension import load_inline
 

@@ -1,6 +1,5 @@
 # kbv-target: level1/3_ReLU
 # wrong: the kernel writes far outside its output (a CUDA illegal address that kills the context)
-import torch
 from torch import nn
 from torch.utils.cpp_extension import load_inline
 
