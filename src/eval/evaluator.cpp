@@ -235,7 +235,7 @@ class Evaluation {
     result_.environment["protocol"] = protocol_.name;
     result_.environment["protocol_version"] = protocol_.version;
     result_.environment["seed_sha256"] = r["secret_sha256"];
-    result_.memory = {{"reference_persistent_bytes", r["persistent_bytes"]}};
+    result_.problem["reference_persistent_bytes"] = r["persistent_bytes"];
     return r;
   }
 
