@@ -34,6 +34,21 @@ else()
   target_compile_definitions(kbv::fmt INTERFACE FMT_HEADER_ONLY=1)
 endif()
 
+# OpenSSL (SHA-256 content keys) and SQLite (the result store)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+find_package(SQLite3 QUIET)
+add_library(kbv::sqlite INTERFACE IMPORTED)
+if(SQLite3_FOUND)
+  target_link_libraries(kbv::sqlite INTERFACE SQLite::SQLite3)
+else()
+  # Machines with only the runtime library: the header is brought at build time (never committed,
+  # see docs/results), and the versioned library is linked directly.
+  find_path(KBV_SQLITE_INCLUDE sqlite3.h PATHS ${CMAKE_SOURCE_DIR}/.deps/include REQUIRED)
+  find_library(KBV_SQLITE_LIBRARY NAMES sqlite3 libsqlite3.so.0 REQUIRED)
+  target_include_directories(kbv::sqlite INTERFACE ${KBV_SQLITE_INCLUDE})
+  target_link_libraries(kbv::sqlite INTERFACE ${KBV_SQLITE_LIBRARY})
+endif()
+
 # CUDA for kbv_native's timing path
 set(KBV_HAVE_CUDA OFF)
 if(NOT KBV_CUDA STREQUAL "OFF")

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from . import hosting, measure, numerics, params, tensorio
+from . import guards, hosting, measure, numerics, params, tensorio
 from .loading import WorkerError, construct, import_file, require
 
 
@@ -21,11 +21,19 @@ class CandidateRole:
         self.mapping: dict[str, str] = {}
         self.numerics_baseline: dict[str, Any] = {}
         self.timing_sets: list[list] = []
+        self.harness: guards.HarnessSnapshot | None = None
+        self.extensions = guards.ExtensionCalls()
+        # Every case's inputs stay alive, so no two cases share an address (a cache keyed on
+        # data_ptr cannot pass by accident); `kept` names the objects a re-check reuses.
+        self.alive: list[list] = []
+        self.kept: dict[str, list] = {}
 
     def cmd_load_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
         self.device = hosting.device_of(request["device"])
         numerics.set_tf32(True)
         self.numerics_baseline = numerics.snapshot()
+        self.extensions.install()
+        self.harness = guards.HarnessSnapshot()
         started = time.monotonic()
         module = import_file(request["candidate"], "candidate")
         import_seconds = time.monotonic() - started
@@ -42,26 +50,46 @@ class CandidateRole:
             "numerics_changed": self._numerics_changes(),
         }
 
+    def cmd_import(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Only imports the candidate: builds its extensions into the content-keyed cache, so
+        that `kbv run` can build many candidates in parallel ahead of device time."""
+        started = time.monotonic()
+        import_file(request["candidate"], "candidate")
+        return {"import_seconds": time.monotonic() - started}
+
     def cmd_set_mapping(self, request: dict[str, Any]) -> dict[str, Any]:
         self.mapping = dict(request["mapping"])
         return {}
 
     def cmd_run_case(self, request: dict[str, Any]) -> dict[str, Any]:
         """One forward on one case: state in, inputs in, outputs out, and what the call did to
-        its inputs and to the process's global state."""
+        its inputs, to the process's global state and to its outputs after returning.
+
+        `reuse`: the values of `inputs` are written into the tensor objects kept under that
+        name (same addresses, `_version` unchanged), as a re-check of output caching; `keep`:
+        the inputs are kept under that name for a later re-check."""
         assert self.model is not None
         state = tensorio.load_state(Path(request["state"]), self.device)
         params.load_into(self.model, state, self.mapping)
         inputs = tensorio.load_inputs(Path(request["inputs"]), self.device)
+        if request.get("reuse"):
+            inputs = _write_into(self.kept[request["reuse"]], inputs)
+        self.alive.append(inputs)
+        if request.get("keep"):
+            self.kept[request["keep"]] = inputs
         originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         started = time.perf_counter()
-        result = hosting.forward(self.model, inputs, self.device)
+        result, outputs, at_return, watch = guards.guarded_call(
+            lambda: hosting.forward(self.model, inputs, self.device),
+            lambda r: hosting.as_outputs(r)[0],
+            lambda: measure.synchronize(self.device),
+        )
         seconds = time.perf_counter() - started
-        outputs, structure = hosting.as_outputs(result)
+        _, structure = hosting.as_outputs(result)
         mutated = [
             i
             for i, (x, original) in enumerate(zip(inputs, originals, strict=False))
-            if isinstance(x, torch.Tensor) and not _same_bytes(x, original)
+            if isinstance(x, torch.Tensor) and not guards.same_bytes(x, original)
         ]
         aliased = [
             j
@@ -69,15 +97,35 @@ class CandidateRole:
             if isinstance(o, torch.Tensor)
             and any(hosting.shares_storage(o, x) for x in inputs if isinstance(x, torch.Tensor))
         ]
-        hosting.save_outputs(Path(request["output"]), "candidate", outputs)
+        # The values judged are the ones the forward returned, not what a thread wrote later.
+        judged = [
+            snap if snap is not None else o for o, snap in zip(outputs, at_return, strict=False)
+        ]
+        hosting.save_outputs(Path(request["output"]), "candidate", judged)
         return {
             "structure": structure,
             "outputs": [hosting.describe(o) for o in outputs],
             "inputs_mutated": mutated,
             "outputs_aliasing_inputs": aliased,
             "numerics_changed": self._numerics_changes(),
+            "harness_tampered": self._harness_changes(),
+            "watch": watch,
             "seconds": seconds,
         }
+
+    def cmd_trace(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The operators one forward dispatches and the extension functions it calls."""
+        assert self.model is not None
+        state = tensorio.load_state(Path(request["state"]), self.device)
+        params.load_into(self.model, state, self.mapping)
+        inputs = tensorio.load_inputs(Path(request["inputs"]), self.device)
+        try:
+            trace = guards.trace_forward(lambda: self.model(*inputs), self.extensions)
+        except Exception as error:  # noqa: BLE001 - a forward that refuses tracing: evidence
+            trace = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+        trace["numerics_changed"] = self._numerics_changes()
+        trace["harness_tampered"] = self._harness_changes()
+        return trace
 
     def cmd_prepare_timing(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
@@ -89,13 +137,27 @@ class CandidateRole:
     def cmd_time(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
         sets = self.timing_sets
-        result = measure.time_calls(
-            lambda i: self.model(*sets[i % len(sets)]),
-            self.device,
-            request["calls"],
-            request["warmup"],
-        )
+        model = self.model
+        last: dict[int, Any] = {}
+
+        def call(i: int) -> Any:
+            out = model(*sets[i % len(sets)])
+            last[i % len(sets)] = out
+            return out
+
+        result = measure.time_calls(call, self.device, request["calls"], request["warmup"])
         result["numerics_changed"] = self._numerics_changes()
+        result["harness_tampered"] = self._harness_changes()
+        # The last output of each timing set is judged too (T5, T6: honest when checked, a
+        # shortcut when timed).
+        saved = []
+        for i, path in enumerate(request.get("outputs", [])):
+            if i in last:
+                outs, _ = hosting.as_outputs(last[i])
+                if all(isinstance(o, torch.Tensor) for o in outs):
+                    hosting.save_outputs(Path(path), "candidate", outs)
+                    saved.append(i)
+        result["saved_outputs"] = saved
         return result
 
     def cmd_memory(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +166,11 @@ class CandidateRole:
         hosting.forward(self.model, inputs, self.device)
         result = measure.peak_memory(lambda: self.model(*inputs), self.device)
         result["persistent_bytes"] = measure.state_bytes(self.model)
+        result["harness_tampered"] = self._harness_changes()
         return result
+
+    def _harness_changes(self) -> list[str]:
+        return self.harness.check() if self.harness is not None else []
 
     def _numerics_changes(self) -> dict[str, list[Any]]:
         """Global flags the candidate changed since the worker set them; they are put back so
@@ -117,12 +183,10 @@ class CandidateRole:
         return changed
 
 
-def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equality (NaN-safe, unlike torch.equal)."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.numel() == 0:
-        return True
-    return torch.equal(
-        a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)
-    )
+def _write_into(targets: list, values: list) -> list:
+    """Writes `values` into the tensors `targets` in place, leaving their `_version` as it was
+    (through `.data`): a cache keyed on address or version sees the old key, new values."""
+    for target, value in zip(targets, values, strict=True):
+        if isinstance(target, torch.Tensor):
+            target.data.copy_(value)
+    return [t if isinstance(t, torch.Tensor) else v for t, v in zip(targets, values, strict=True)]

@@ -5,13 +5,12 @@ process never imports candidate code."""
 from __future__ import annotations
 
 import copy
-import hashlib
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import families, hosting, measure, numerics, params, tensorio
+from . import families, guards, hosting, measure, numerics, params, scan, tensorio
 from .loading import WorkerError, construct, import_file, require
 
 MAX_REPLACEMENT_ATTEMPTS = 3
@@ -43,9 +42,6 @@ class ReferenceRole:
         template = families.native_inputs(self.module.get_inputs, families.PUBLIC_SEED)
         return {
             "name": Path(request["problem"]).stem,
-            "problem_sha256": _sha256_file(request["problem"]),
-            "candidate_sha256": _sha256_file(request["candidate"]),
-            "secret_sha256": hashlib.sha256(request["secret"].encode()).hexdigest(),
             "state_spec": params.spec(self.model),
             "inputs": [hosting.describe(v) for v in template],
             "persistent_bytes": measure.state_bytes(self.model),
@@ -104,6 +100,17 @@ class ReferenceRole:
         result = measure.peak_memory(lambda: self.model(*inputs), self.device)
         result["persistent_bytes"] = measure.state_bytes(self.model)
         return result
+
+    def cmd_scan(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Static scan of the candidate file (parsed, never executed; this process is trusted)."""
+        return scan.scan_file(request["candidate"])
+
+    def cmd_trace(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The operators the reference's own forward dispatches on one case."""
+        assert self.model is not None
+        inputs = tensorio.load_inputs(Path(request["inputs"]), self.device)
+        numerics.set_tf32(True)
+        return guards.trace_forward(lambda: self.model(*inputs), None)
 
     # -- one case ------------------------------------------------------------------------------
     def _prepare_case(self, family, draw, secret, redraw_names, directory):
@@ -252,7 +259,3 @@ def _all_finite(outputs: list[torch.Tensor]) -> bool:
 def _input_rms(inputs: list) -> float:
     values = [float(x.double().pow(2).mean().sqrt()) for x in inputs if families.is_float(x)]
     return max(values) if values else 0.0
-
-
-def _sha256_file(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -1,7 +1,11 @@
-// kbv: the command line. `kbv eval` evaluates one candidate against one problem and prints a
-// summary; exit status 0 whenever the evaluation completed, whatever the verdict; 2 for usage
-// errors (bad arguments, a malformed problem, a missing file); 3 for a fault of kbv itself.
+// kbv: the command line.
+//   kbv eval    one candidate against one problem; prints a summary, --json writes the result
+//   kbv run     every candidate of a suite, results streamed into a SQLite database, resumable
+//   kbv export  a run database as JSON Lines or KernelBench's eval_results.json files
+// Exit status: 0 whenever the work completed, whatever the verdicts; 2 for usage errors (bad
+// arguments, a malformed problem, a missing file); 3 for a fault of kbv itself.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
@@ -12,7 +16,10 @@
 #include "core/result.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/protocol.hpp"
+#include "eval/suite.hpp"
+#include "report/export.hpp"
 #include "report/summary.hpp"
+#include "store/store.hpp"
 
 namespace fs = std::filesystem;
 
@@ -34,16 +41,85 @@ fs::path default_cache_dir() {
   return fs::temp_directory_path() / "kbv-cache";
 }
 
-void write_json_atomically(const fs::path& path, const nlohmann::json& value) {
+void write_atomically(const fs::path& path, const std::string& text) {
   if (path.has_parent_path()) fs::create_directories(path.parent_path());
   fs::path tmp = path;
   tmp += ".tmp";
   {
     std::ofstream out(tmp);
-    out << value.dump(2) << "\n";
+    out << text;
     if (!out) throw std::runtime_error("cannot write " + tmp.string());
   }
   fs::rename(tmp, path);
+}
+
+// Options shared by `eval` and `run`: how each candidate is evaluated.
+struct EvalOptions {
+  kbv::eval::EvalRequest request;
+  std::string device;
+  int compile_timeout = 900, call_timeout = 120;
+  bool quiet = false;
+
+  void add_to(CLI::App* cmd) {
+    cmd->add_option("--device,-d", device,
+                    "cpu, cuda or cuda:N (default: the first CUDA GPU if present, else cpu)");
+    cmd->add_option("--protocol", request.protocol, "verified (default), kbv-paper or standard")
+        ->check(CLI::IsMember(kbv::eval::protocol_names()));
+    cmd->add_option("--size", request.size,
+                    "problem size for the bundled suite: small (default) or large")
+        ->check(CLI::IsMember({"small", "large"}));
+    cmd->add_option("--draws", request.hidden_draws, "draws per hidden family (default 3)")
+        ->check(CLI::Range(1, 100));
+    cmd->add_option("--samples", request.timing_samples,
+                    "timed calls per variant (default 60 on CUDA, 15 on CPU)")
+        ->check(CLI::Range(1, 100000));
+    cmd->add_option("--rounds", request.timing_rounds, "interleaved timing rounds")
+        ->check(CLI::Range(1, 1000));
+    cmd->add_flag("--no-timing{false}", request.measure, "check correctness only");
+    cmd->add_option("--timeout", call_timeout, "seconds allowed per forward call (default 120)")
+        ->check(CLI::Range(1, 86400));
+    cmd->add_option("--compile-timeout", compile_timeout,
+                    "seconds allowed to build and import a candidate (default 900)")
+        ->check(CLI::Range(1, 86400));
+    cmd->add_option("--cache-dir", request.cache_dir, "build cache (default ~/.cache/kbv)");
+    cmd->add_option("--work-dir", request.work_dir, "where run directories go (default: TMPDIR)");
+    cmd->add_flag("--keep-work-dir", request.keep_work_dir, "keep inputs, outputs and logs");
+    cmd->add_flag("--no-sandbox{false}", request.sandbox, "run candidates without isolation");
+    cmd->add_flag("--quiet,-q", quiet, "no progress lines");
+  }
+
+  // Fills in defaults; returns an error message for invalid combinations.
+  std::string finish() {
+    request.device = device.empty() ? default_device() : device;
+    request.compile_timeout = std::chrono::seconds(compile_timeout);
+    request.call_timeout = std::chrono::seconds(call_timeout);
+    if (request.cache_dir.empty()) request.cache_dir = default_cache_dir();
+    if (!quiet) {
+      request.progress = [](const std::string& line) { fmt::print(stderr, "[kbv] {}\n", line); };
+    }
+    if (!(request.device == "cpu" || request.device == "cuda" ||
+          request.device.starts_with("cuda:"))) {
+      return fmt::format("--device must be cpu, cuda or cuda:N, not '{}'", request.device);
+    }
+    return "";
+  }
+};
+
+int run_eval(EvalOptions& options, const std::string& json_path) {
+  kbv::Result result = kbv::eval::evaluate(options.request);
+  if (!json_path.empty()) write_atomically(json_path, result.to_json().dump(2) + "\n");
+  fmt::print("{}", kbv::report::summary(result));
+  return 0;
+}
+
+int run_suite(kbv::eval::SuiteRequest& suite) {
+  auto summary = kbv::eval::run_suite(suite);
+  fmt::print("{} tasks: {} evaluated now, {} already stored, {} files skipped\n", summary.tasks,
+             summary.evaluated, summary.already_done, summary.unmatched.size());
+  for (const auto& [verdict, n] : summary.verdicts) fmt::print("  {:<14} {}\n", verdict, n);
+  fmt::print("build {:.1f} s, evaluation {:.1f} s; results in {}\n", summary.build_seconds,
+             summary.evaluation_seconds, suite.database.string());
+  return 0;
 }
 
 }  // namespace
@@ -53,49 +129,49 @@ int main(int argc, char** argv) {
       "kbv — KernelBench-Verified: evaluation of generated GPU kernels that cannot be "
       "fooled"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(kbv::kVersion));
   // A repeated option takes its last value, so wrappers can append overrides.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.set_version_flag("--version", std::string(kbv::kVersion));
 
-  kbv::eval::EvalRequest request;
+  EvalOptions eval_options;
   std::string json_path;
-  bool quiet = false;
-  int compile_timeout = 900, call_timeout = 120;
-  std::string device;
   auto* eval = app.add_subcommand("eval", "evaluate one candidate against one problem");
-  eval->add_option("--problem,-p", request.problem,
-                   "KernelBench-format problem file (Model, "
-                   "get_inputs, get_init_inputs)")
+  eval->add_option("--problem,-p", eval_options.request.problem,
+                   "KernelBench-format problem file (Model, get_inputs, get_init_inputs)")
       ->required();
-  eval->add_option("--candidate,-c", request.candidate, "candidate file defining ModelNew")
+  eval->add_option("--candidate,-c", eval_options.request.candidate,
+                   "candidate file defining ModelNew")
       ->required();
-  eval->add_option("--device,-d", device,
-                   "cpu, cuda or cuda:N (default: the first CUDA GPU if present, else cpu)");
-  eval->add_option("--protocol", request.protocol, "verified (default), kbv-paper or standard")
-      ->check(CLI::IsMember(kbv::eval::protocol_names()));
   eval->add_option("--json,-o", json_path, "write the full result (JSON) here");
-  eval->add_option("--size", request.size,
-                   "problem size for the bundled suite: small (default) or large")
-      ->check(CLI::IsMember({"small", "large"}));
-  eval->add_option("--draws", request.hidden_draws, "draws per hidden family (default 3)")
-      ->check(CLI::Range(1, 100));
-  eval->add_option("--samples", request.timing_samples,
-                   "timed calls per variant (default 60 on CUDA, 15 on CPU)")
-      ->check(CLI::Range(1, 100000));
-  eval->add_option("--rounds", request.timing_rounds, "interleaved timing rounds")
-      ->check(CLI::Range(1, 1000));
-  eval->add_flag("--no-timing{false}", request.measure, "check correctness only");
-  eval->add_option("--timeout", call_timeout, "seconds allowed per forward call (default 120)")
-      ->check(CLI::Range(1, 86400));
-  eval->add_option("--compile-timeout", compile_timeout,
-                   "seconds allowed to build and import the candidate (default 900)")
-      ->check(CLI::Range(1, 86400));
-  eval->add_option("--cache-dir", request.cache_dir, "build cache (default ~/.cache/kbv)");
-  eval->add_option("--work-dir", request.work_dir, "where run directories go (default: TMPDIR)");
-  eval->add_flag("--keep-work-dir", request.keep_work_dir, "keep inputs, outputs and logs");
-  eval->add_flag("--no-sandbox{false}", request.sandbox, "run the candidate without isolation");
-  eval->add_flag("--quiet,-q", quiet, "print only the summary");
+  eval_options.add_to(eval);
 
+  EvalOptions run_options;
+  kbv::eval::SuiteRequest suite;
+  auto* run = app.add_subcommand("run", "evaluate every candidate of a suite into a database");
+  run->add_option("--problems", suite.problems,
+                  "problem tree (KernelBench layout: level1/19_ReLU.py)")
+      ->required();
+  run->add_option("--candidates", suite.candidates,
+                  "candidate tree: <run>/level_<L>_problem_<P>_sample_<S>_kernel.py or files "
+                  "named like their problem")
+      ->required();
+  run->add_option("--db", suite.database, "SQLite database (default results.sqlite)");
+  run->add_option("--jobs,-j", suite.build_jobs, "candidates built at once (default: CPU count)")
+      ->check(CLI::Range(1, 512));
+  run_options.add_to(run);
+
+  std::string export_db, export_format = "jsonl", export_out;
+  auto* exporter = app.add_subcommand("export",
+                                      "write a run database as JSON Lines or "
+                                      "KernelBench eval_results.json files");
+  exporter->add_option("database", export_db, "the run database")->required();
+  exporter->add_option("--format", export_format, "jsonl (default) or kernelbench")
+      ->check(CLI::IsMember({"jsonl", "kernelbench"}));
+  exporter->add_option("--out,-o", export_out,
+                       "jsonl: a file (default stdout); kernelbench: a folder (required)");
+
+  suite.database = "results.sqlite";
+  suite.build_jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -103,23 +179,43 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
 
-  request.device = device.empty() ? default_device() : device;
-  request.compile_timeout = std::chrono::seconds(compile_timeout);
-  request.call_timeout = std::chrono::seconds(call_timeout);
-  if (request.cache_dir.empty()) request.cache_dir = default_cache_dir();
-  if (!quiet) {
-    request.progress = [](const std::string& line) { fmt::print(stderr, "[kbv] {}\n", line); };
-  }
-  if (!(request.device == "cpu" || request.device == "cuda" ||
-        request.device.starts_with("cuda:"))) {
-    fmt::print(stderr, "kbv: --device must be cpu, cuda or cuda:N, not '{}'\n", request.device);
-    return kExitUsage;
-  }
-
   try {
-    kbv::Result result = kbv::eval::evaluate(request);
-    if (!json_path.empty()) write_json_atomically(json_path, result.to_json());
-    fmt::print("{}", kbv::report::summary(result));
+    if (eval->parsed()) {
+      if (auto error = eval_options.finish(); !error.empty()) {
+        fmt::print(stderr, "kbv: {}\n", error);
+        return kExitUsage;
+      }
+      return run_eval(eval_options, json_path);
+    }
+    if (run->parsed()) {
+      if (auto error = run_options.finish(); !error.empty()) {
+        fmt::print(stderr, "kbv: {}\n", error);
+        return kExitUsage;
+      }
+      suite.settings = run_options.request;
+      return run_suite(suite);
+    }
+    if (!fs::exists(export_db)) {
+      fmt::print(stderr, "kbv: database {} does not exist\n", export_db);
+      return kExitUsage;
+    }
+    kbv::store::Store db(export_db);
+    if (export_format == "jsonl") {
+      auto text = kbv::report::json_lines(db.results());
+      if (export_out.empty()) {
+        fmt::print("{}", text);
+      } else {
+        write_atomically(export_out, text);
+      }
+    } else {
+      if (export_out.empty()) {
+        fmt::print(stderr, "kbv: --format kernelbench needs --out FOLDER\n");
+        return kExitUsage;
+      }
+      for (const auto& [file, content] : kbv::report::kernelbench_files(db.results())) {
+        write_atomically(fs::path(export_out) / file, content.dump(2) + "\n");
+      }
+    }
     return 0;
   } catch (const kbv::eval::UsageError& error) {
     fmt::print(stderr, "kbv: {}\n", error.what());

@@ -3,15 +3,19 @@
 #include <fmt/format.h>
 #include <stdlib.h>
 
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <set>
 
 #include "check/compare.hpp"
+#include "core/hash.hpp"
 #include "eval/audit.hpp"
+#include "eval/guards.hpp"
 #include "eval/protocol.hpp"
 #include "eval/state_match.hpp"
+#include "eval/suite.hpp"
 #include "eval/verdict.hpp"
 #include "orchestrate/worker_process.hpp"
 #include "stats/summary.hpp"
@@ -25,19 +29,6 @@ using orchestrate::WorkerProcess;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// A stable content key for the build cache (not a security hash: the file's SHA-256, computed
-// by the reference worker, is what results record).
-std::string content_key(const std::string& bytes) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
-  return fmt::format("{:016x}", h);
-}
 
 std::string random_secret() {
   std::ifstream urandom("/dev/urandom", std::ios::binary);
@@ -82,6 +73,7 @@ class Evaluation {
     result_.candidate = {{"path", fs::absolute(request_.candidate).string()}};
     try {
       stages();
+      check_run_dir();
     } catch (...) {
       cleanup();
       throw;
@@ -128,6 +120,8 @@ class Evaluation {
     if (!loaded.ok()) return fail_load(loaded);
     result_.candidate["import_seconds"] = loaded.result.value("import_seconds", 0.0);
     note_numerics(loaded.result);
+    note_harness(loaded.result, "importing and constructing the candidate");
+    scan_candidate();
 
     auto match = match_state(problem["state_spec"], loaded.result["state_spec"]);
     if (!match.unmatched_reference.empty()) {
@@ -149,6 +143,7 @@ class Evaluation {
                        fmt::format("matched by unique shape: {}", json(match.renamed).dump()));
     }
     cand_->call({{"cmd", "set_mapping"}, {"mapping", match.mapping}}, request_.call_timeout);
+    snapshot_run_dir();
 
     t = Clock::now();
     if (!check_cases(prepared["cases"])) {
@@ -159,6 +154,16 @@ class Evaluation {
     audit(prepared["cases"]);
     bool all_correct = true;
     for (const auto& f : result_.correctness) all_correct = all_correct && f.ok();
+    // The re-checks only run on a candidate that passed every case: what they catch (caches,
+    // nondeterminism, library calls, ghost kernels) matters only for one that would be correct.
+    if (all_correct && !result_.has_reject_flag()) {
+      t = Clock::now();
+      if (!post_checks(prepared["cases"])) {
+        result_.durations_s["rechecks"] = seconds_since(t);
+        return;
+      }
+      result_.durations_s["rechecks"] = seconds_since(t);
+    }
     if (all_correct && !result_.has_reject_flag() && request_.measure) {
       t = Clock::now();
       measure(prepared);
@@ -189,10 +194,11 @@ class Evaluation {
   }
 
   void start_candidate(const json& problem) {
-    auto torch_version = problem["environment"].value("torch", std::string("unknown"));
-    fs::path cache = request_.cache_dir / "torch_extensions" /
-                     fmt::format("{}-torch{}-{}", content_key(read_file(request_.candidate)),
-                                 torch_version, request_.device.substr(0, 4));
+    auto torch_version = request_.torch_version.empty()
+                             ? problem["environment"].value("torch", std::string("unknown"))
+                             : request_.torch_version;
+    fs::path cache =
+        extension_cache_dir(request_.cache_dir, request_.candidate, torch_version, request_.device);
     fs::create_directories(cache);
     fs::create_directories(run_dir_ / "scratch");
     orchestrate::WorkerOptions options;
@@ -216,8 +222,6 @@ class Evaluation {
     auto response =
         ref_->call({{"cmd", "load_problem"},
                     {"problem", fs::absolute(request_.problem).string()},
-                    {"candidate", fs::absolute(request_.candidate).string()},
-                    {"secret", secret_},
                     {"device", request_.device},
                     {"init_inputs_path", (run_dir_ / "init_inputs.safetensors").string()}},
                    request_.call_timeout);
@@ -225,16 +229,16 @@ class Evaluation {
     const auto& r = response.result;
     result_.problem = {{"name", r["name"]},
                        {"path", fs::absolute(request_.problem).string()},
-                       {"sha256", r["problem_sha256"]},
+                       {"sha256", sha256_file(request_.problem)},
                        {"size", request_.size},
                        {"inputs", r["inputs"]},
                        {"degenerate", false}};
-    result_.candidate["sha256"] = r["candidate_sha256"];
+    result_.candidate["sha256"] = sha256_file(request_.candidate);
     result_.environment = r["environment"];
     result_.environment["kbv_version"] = std::string(kVersion);
     result_.environment["protocol"] = protocol_.name;
     result_.environment["protocol_version"] = protocol_.version;
-    result_.environment["seed_sha256"] = r["secret_sha256"];
+    result_.environment["seed_sha256"] = sha256_hex(secret_);
     result_.problem["reference_persistent_bytes"] = r["persistent_bytes"];
     return r;
   }
@@ -300,12 +304,98 @@ class Evaluation {
     result_.error_detail = r.detail;
   }
 
+  // Any change of a global numerics flag is a warning (it is put back after every call). A
+  // change of a precision flag (TF32, reduced-precision reductions, default dtype) that comes
+  // back after being put back, i.e. one the forward itself keeps making, is a reject: it changes
+  // the candidate's own arithmetic behind the tolerance policy (E3).
   void note_numerics(const json& response) {
-    if (response.contains("numerics_changed") && !response["numerics_changed"].empty()) {
-      result_.add_flag("numerics_flags_changed", Severity::Warn,
-                       "the candidate changed global numerics settings (put back before any "
-                       "measurement): " +
-                           response["numerics_changed"].dump());
+    if (!response.contains("numerics_changed") || response["numerics_changed"].empty()) return;
+    const auto& changed = response["numerics_changed"];
+    result_.add_flag("numerics_flags_changed", Severity::Warn,
+                     "the candidate changed global numerics settings (put back before any "
+                     "measurement): " +
+                         changed.dump());
+    static const std::set<std::string> precision = {"matmul_fp32_precision",
+                                                    "cudnn_conv_fp32_precision",
+                                                    "float32_matmul_precision",
+                                                    "matmul_allow_fp16_reduced_precision",
+                                                    "matmul_allow_bf16_reduced_precision",
+                                                    "default_dtype"};
+    bool touches_precision = false;
+    for (const auto& [key, value] : changed.items()) {
+      touches_precision = touches_precision || precision.contains(key);
+    }
+    if (touches_precision && ++precision_changes_ >= 2) {
+      result_.add_flag("precision_flags_changed", Severity::Reject,
+                       "the candidate's forward keeps changing precision flags (they were put "
+                       "back after each call and changed again): " +
+                           changed.dump());
+    }
+  }
+
+  // T4: timing or harness entry points replaced (they are put back by the worker).
+  void note_harness(const json& response, const std::string& during) {
+    if (response.contains("harness_tampered") && !response["harness_tampered"].empty()) {
+      result_.add_flag("harness_tampered", Severity::Reject,
+                       fmt::format("timing or harness functions were replaced while {}: {}", during,
+                                   response["harness_tampered"].dump()));
+    }
+  }
+
+  // T2: a thread left running by the forward, and outputs that changed after it returned.
+  void note_watch(const json& response, const std::string& case_id) {
+    if (!response.contains("watch")) return;
+    const auto& w = response["watch"];
+    bool changed = !w["outputs_changed_after_return"].empty();
+    if (changed) {
+      result_.add_flag(
+          "output_changed_after_return", Severity::Reject,
+          fmt::format("output {} changed after the forward returned on {} (work finished "
+                      "later, outside any timed region)",
+                      w["outputs_changed_after_return"].dump(), case_id));
+    }
+    if (!w["threads_left_running"].empty()) {
+      std::string detail = fmt::format(
+          "the forward returned with thread(s) {} still running on {}{}",
+          w["threads_left_running"].dump(), case_id,
+          changed ? "; the output changed after they finished" : "; the output did not change");
+      upgrade_or_add("background_thread", changed ? Severity::Reject : Severity::Warn, detail);
+    }
+  }
+
+  void upgrade_or_add(const std::string& id, Severity severity, const std::string& detail) {
+    for (auto& f : result_.flags) {
+      if (f.id == id) {
+        if (severity == Severity::Reject && f.severity != Severity::Reject) {
+          f.severity = Severity::Reject;
+          f.detail = detail;
+        }
+        return;
+      }
+    }
+    result_.add_flag(id, severity, detail);
+  }
+
+  void note_candidate_call(const json& response, const std::string& case_id) {
+    note_numerics(response);
+    note_harness(response, "running the forward on " + case_id);
+    note_watch(response, case_id);
+  }
+
+  // Static scan of the candidate's source by the (trusted) reference worker: evidence only.
+  void scan_candidate() {
+    auto response = ref_->call({{"cmd", "scan"}, {"candidate", fs::absolute(request_.candidate)}},
+                               request_.call_timeout);
+    if (!response.ok()) return;
+    result_.candidate["scan"] = response.result;
+    for (const auto& [id, finding] : response.result["findings"].items()) {
+      auto severity = finding.value("severity", "info") == "warn" ? Severity::Warn : Severity::Info;
+      std::string evidence;
+      for (const auto& e : finding["evidence"]) {
+        evidence += (evidence.empty() ? "" : "; ") + e.get<std::string>();
+      }
+      result_.add_flag(id, severity,
+                       fmt::format("static scan: {} ({})", finding.value("meaning", ""), evidence));
     }
   }
 
@@ -340,7 +430,7 @@ class Evaluation {
                   fmt::format("the forward on {} inputs", c["family"].get<std::string>()));
         return false;
       }
-      note_numerics(response.result);
+      note_candidate_call(response.result, c["id"].get<std::string>());
       json outcome = judge_case(c, response.result, output);
       bool passed = outcome["passed"];
       if (passed) fam.passed += 1;
@@ -416,6 +506,167 @@ class Evaluation {
     return outcome;
   }
 
+  // Every output of a candidate file against a case's golden outputs: passed, and why not.
+  std::pair<bool, std::string> matches_golden(const json& c, const fs::path& output_file) {
+    if (!fs::exists(output_file)) return {false, "no output was saved"};
+    auto candidate = tensor::SafetensorsFile::open(output_file);
+    auto golden = tensor::SafetensorsFile::open(c["golden"].get<std::string>());
+    int expected = c["outputs"];
+    for (int i = 0; i < expected; ++i) {
+      const auto* cand = candidate.find(fmt::format("candidate.out{}", i));
+      const auto* ref = golden.find(fmt::format("{}.out{}", protocol_.reference_variant, i));
+      const auto* truth = golden.find(fmt::format("truth.out{}", i));
+      if (!cand || !ref || !truth) return {false, fmt::format("output {} is missing", i)};
+      auto verdict = check::compare(*cand, *ref, *truth, protocol_.policy);
+      if (!verdict.passed) return {false, verdict.reason};
+    }
+    return {true, ""};
+  }
+
+  static bool same_bytes(const fs::path& a, const fs::path& b) {
+    auto fa = tensor::SafetensorsFile::open(a);
+    auto fb = tensor::SafetensorsFile::open(b);
+    if (fa.tensors().size() != fb.tensors().size()) return false;
+    for (size_t i = 0; i < fa.tensors().size(); ++i) {
+      const auto& x = fa.tensors()[i];
+      const auto& y = fb.tensors()[i];
+      if (x.nbytes != y.nbytes || std::memcmp(x.data, y.data, x.nbytes) != 0) return false;
+    }
+    return true;
+  }
+
+  // Re-checks of a candidate that passed every case (S5, S2, B1, B2):
+  //  1. determinism: case A again on fresh buffers; it must pass again (bitwise differences
+  //     within the budget are fine: atomics);
+  //  2. fresh values in reused buffers: case B's values written into the very tensor objects
+  //     of run 1 (same addresses, same `_version`), with B's state; must match B's golden;
+  //  3. reused values in fresh buffers: case A's values in new tensors; must match A's golden;
+  //  4. the operator trace of one forward against the reference's own trace.
+  // The candidate only writes outputs; the golden outputs never leave this process's view.
+  bool post_checks(const json& cases) {
+    if (cases.empty()) return true;
+    progress("re-checking: determinism, caching, operator trace");
+    const json& a = cases[0];
+    const json& b = cases.size() > 1 ? cases[1] : cases[0];
+    auto run = [&](const json& c, const std::string& tag, json extra) -> std::optional<fs::path> {
+      auto output =
+          run_dir_ / "candidate" / (c["id"].get<std::string>() + "-" + tag + ".safetensors");
+      json request = {{"cmd", "run_case"},
+                      {"inputs", c["inputs"]},
+                      {"state", c["state"]},
+                      {"output", output.string()}};
+      request.update(extra);
+      auto response = cand_->call(request, request_.call_timeout);
+      if (!response.ok()) {
+        fail_call(response, fmt::format("a re-check ({}) on {}", tag, c["id"].get<std::string>()));
+        return std::nullopt;
+      }
+      note_candidate_call(response.result, c["id"].get<std::string>() + " (" + tag + ")");
+      for (int index : response.result["inputs_mutated"]) {
+        result_.add_flag("inputs_mutated", Severity::Reject,
+                         fmt::format("the forward changed input {} in place on a re-check", index));
+      }
+      return output;
+    };
+    json rechecks = json::object();
+
+    auto repeat = run(a, "repeat", {{"keep", "recheck"}});
+    if (!repeat) return false;
+    auto [repeat_ok, repeat_why] = matches_golden(a, *repeat);
+    auto first = run_dir_ / "candidate" / (a["id"].get<std::string>() + ".safetensors");
+    bool bitwise = fs::exists(first) && same_bytes(first, *repeat);
+    rechecks["determinism"] = {
+        {"case", a["id"]}, {"passed", repeat_ok}, {"bitwise_equal", bitwise}};
+    if (!repeat_ok) {
+      result_.add_flag("nondeterministic", Severity::Reject,
+                       fmt::format("{} passed once and failed when run again: {}",
+                                   a["id"].get<std::string>(), repeat_why));
+    }
+
+    auto reused = run(b, "same-buffers", {{"reuse", "recheck"}});
+    if (!reused) return false;
+    auto [reused_ok, reused_why] = matches_golden(b, *reused);
+    rechecks["fresh_values_in_reused_buffers"] = {{"case", b["id"]}, {"passed", reused_ok}};
+    if (!reused_ok) {
+      result_.add_flag(
+          "output_cached", Severity::Reject,
+          fmt::format("with {}'s values written into the same input tensors (same "
+                      "addresses and versions) the output is wrong: {}; the plain "
+                      "check of {} passed",
+                      b["id"].get<std::string>(), reused_why, b["id"].get<std::string>()));
+    }
+
+    auto fresh = run(a, "fresh-buffers", json::object());
+    if (!fresh) return false;
+    auto [fresh_ok, fresh_why] = matches_golden(a, *fresh);
+    rechecks["reused_values_in_fresh_buffers"] = {{"case", a["id"]}, {"passed", fresh_ok}};
+    if (!fresh_ok) {
+      result_.add_flag("output_cached", Severity::Reject,
+                       fmt::format("{}'s values in new input tensors give a wrong output: {}",
+                                   a["id"].get<std::string>(), fresh_why));
+    }
+    result_.candidate["rechecks"] = rechecks;
+    return trace_check(b);
+  }
+
+  // B1/B2: which operators the forward dispatched and whether the candidate's extension ran.
+  bool trace_check(const json& c) {
+    json request = {{"cmd", "trace"}, {"inputs", c["inputs"]}, {"state", c["state"]}};
+    auto cand = cand_->call(request, request_.call_timeout);
+    if (!cand.ok()) {
+      fail_call(cand, "tracing the forward's operators");
+      return false;
+    }
+    note_numerics(cand.result);
+    note_harness(cand.result, "tracing the forward");
+    auto ref = ref_->call(request, request_.call_timeout);
+    require_reference(ref, "tracing the reference's operators");
+    auto trace = assess_trace(ref.result, cand.result);
+    result_.candidate["trace"] = trace.record;
+    for (const auto& flag : trace.flags) result_.add_flag(flag.id, flag.severity, flag.detail);
+    return true;
+  }
+
+  // The run directory's inputs and states, once written: the candidate may read them, never
+  // change them (E2). Size and modification time of each file, and the top-level entries.
+  std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> listing() const {
+    std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> out;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(run_dir_, ec)) {
+      out[entry.path().filename().string()] = {0, {}};
+    }
+    for (const char* sub : {"inputs", "state"}) {
+      for (const auto& entry : fs::directory_iterator(run_dir_ / sub, ec)) {
+        out[fmt::format("{}/{}", sub, entry.path().filename().string())] = {
+            entry.file_size(ec), entry.last_write_time(ec)};
+      }
+    }
+    out.erase("reference.log");
+    out.erase("candidate.log");
+    return out;
+  }
+
+  void snapshot_run_dir() { run_dir_listing_ = listing(); }
+
+  void check_run_dir() {
+    if (run_dir_listing_.empty()) return;
+    auto now = listing();
+    std::vector<std::string> changed;
+    for (const auto& [name, info] : now) {
+      auto it = run_dir_listing_.find(name);
+      if (it == run_dir_listing_.end() || it->second != info) changed.push_back(name);
+    }
+    for (const auto& [name, info] : run_dir_listing_) {
+      if (!now.contains(name)) changed.push_back(name);
+    }
+    if (!changed.empty()) {
+      result_.add_flag("run_dir_tampered", Severity::Reject,
+                       fmt::format("files of the run directory outside the candidate's scratch "
+                                   "space were created or changed: {}",
+                                   json(changed).dump()));
+    }
+  }
+
   void audit(const json& cases) {
     std::vector<AuditCase> audit_cases;
     for (const auto& c : cases) {
@@ -448,6 +699,20 @@ class Evaluation {
                                 request_.call_timeout);
     if (!response.ok()) return fail_call(response, "loading the timing inputs");
 
+    // The last output of each timing set is saved by the candidate and judged against the
+    // golden output of the case those inputs came from (T5, T6).
+    std::vector<const json*> timing_cases;
+    json timed_outputs = json::array();
+    for (const auto& path : prepared["timing_inputs"]) {
+      const json* found = nullptr;
+      for (const auto& c : prepared["cases"]) {
+        if (c["inputs"] == path) found = &c;
+      }
+      timing_cases.push_back(found);
+      timed_outputs.push_back(
+          (run_dir_ / "candidate" / fmt::format("timed-{}.safetensors", timing_cases.size() - 1))
+              .string());
+    }
     std::vector<double> candidate, tf32, fp32;
     json methods = json::object();
     for (int r = 0; r < rounds; ++r) {
@@ -461,9 +726,21 @@ class Evaluation {
         json request = {{"cmd", "time"}, {"calls", per_round}, {"warmup", warmup}};
         Response timed;
         if (who == "cand") {
+          request["outputs"] = timed_outputs;
           timed = cand_->call(request, request_.call_timeout * 2);
           if (!timed.ok()) return fail_call(timed, "timing");
           note_numerics(timed.result);
+          note_harness(timed.result, "timing");
+          for (int i : timed.result.value("saved_outputs", json::array())) {
+            if (i < 0 || i >= static_cast<int>(timing_cases.size()) || !timing_cases[i]) continue;
+            auto [ok, why] = matches_golden(*timing_cases[i], timed_outputs[i].get<std::string>());
+            if (!ok) {
+              result_.add_flag("timed_output_wrong", Severity::Reject,
+                               fmt::format("the output of a timed call on {} is wrong ({}) "
+                                           "although the same inputs passed when checked",
+                                           (*timing_cases[i])["id"].get<std::string>(), why));
+            }
+          }
           if (timed.result.value("synchronizes_internally", false)) {
             result_.add_flag("forward_synchronizes", Severity::Info,
                              "the forward waits for the device before returning, so launch "
@@ -492,6 +769,7 @@ class Evaluation {
     progress("measuring memory");
     auto cand_memory = cand_->call({{"cmd", "memory"}}, request_.call_timeout);
     if (!cand_memory.ok()) return fail_call(cand_memory, "the memory measurement");
+    note_harness(cand_memory.result, "measuring memory");
     auto ref_memory = ref_->call({{"cmd", "memory"}}, request_.call_timeout);
     require_reference(ref_memory, "measuring the baseline's memory");
     double cand_peak = cand_memory.result.value("peak_bytes", 0.0);
@@ -523,6 +801,8 @@ class Evaluation {
   std::string secret_;
   std::unique_ptr<WorkerProcess> ref_;
   std::unique_ptr<WorkerProcess> cand_;
+  int precision_changes_ = 0;
+  std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> run_dir_listing_;
 };
 
 Result evaluate(const EvalRequest& request) { return Evaluation(request).run(); }

@@ -182,6 +182,12 @@ std::optional<std::string> WorkerProcess::read_line(Clock::time_point deadline) 
   }
 }
 
+bool WorkerProcess::ready(std::chrono::milliseconds wait) {
+  if (exited_ || buffer_.find('\n') != std::string::npos) return true;
+  pollfd p{from_worker_, POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
+}
+
 Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
   if (exited_) return died("had already exited");
   auto line = read_line(Clock::now() + timeout);

@@ -52,6 +52,10 @@ class WorkerProcess {
     return receive(timeout);
   }
 
+  // True when an answer (or the end of the channel) is waiting; waits at most `wait`. Lets one
+  // thread watch several workers without giving up on any of them.
+  bool ready(std::chrono::milliseconds wait);
+
   // What the sandbox achieved in the child (its first line on the channel).
   const nlohmann::json& isolation() const { return isolation_; }
   // Asks the worker to exit, then kills its whole process group if it does not.

@@ -1,0 +1,280 @@
+"""Dynamic checks around the candidate's code, run inside the candidate's worker (threats T2-T4,
+B1-B2). They only gather evidence; the orchestrator turns it into flags and verdicts.
+
+- `HarnessSnapshot`: identity of the timing and harness entry points taken before the candidate
+  is imported, compared after the import and after every call; a replaced entry point is
+  reported and put back (T4).
+- `guarded_call`: threads before and after a forward, and the output at return against the
+  output after a short wait and after the candidate's new threads ended (T2, lazy outputs).
+- `ExtensionCalls`: wraps `torch.utils.cpp_extension.load`/`load_inline` so every function of
+  every extension the candidate builds counts its completed calls (B2: a kernel defined but
+  never called, or a fallback taken on error).
+- `trace_forward`: the aten operators a forward dispatches, with the extension calls made
+  meanwhile (B1: the main computation done by PyTorch).
+
+These checks share the candidate's process, so a candidate that sets out to defeat them
+specifically can; docs/threat-model.md says what is covered and where the boundary is."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+WAIT_AFTER_RETURN_S = 0.05  # how long an output must stay unchanged after the forward returned
+JOIN_TIMEOUT_S = 2.0  # how long the candidate's own threads are given to finish
+
+# Bound before any candidate code runs, so a patched module attribute cannot blind the checks.
+_enumerate_threads = threading.enumerate
+_sleep = time.sleep
+_monotonic = time.monotonic
+
+
+# -- T4: the harness's entry points -------------------------------------------------------------
+def _entry_points() -> list[tuple[str, Any, str]]:
+    """(label, owner, attribute) of every function a timing or a check relies on."""
+    import kbv_native
+
+    from . import candidate, channel, hosting, measure, params, tensorio
+
+    points: list[tuple[str, Any, str]] = []
+    for name in (
+        "perf_counter",
+        "perf_counter_ns",
+        "monotonic",
+        "monotonic_ns",
+        "time",
+        "time_ns",
+        "process_time",
+        "sleep",
+    ):
+        points.append((f"time.{name}", time, name))
+    for name in ("synchronize", "current_stream", "Event", "Stream"):
+        points.append((f"torch.cuda.{name}", torch.cuda, name))
+    for name in ("elapsed_time", "record", "synchronize", "query"):
+        points.append((f"torch.cuda.Event.{name}", torch.cuda.Event, name))
+    for name in ("equal", "no_grad", "isfinite", "Tensor"):
+        points.append((f"torch.{name}", torch, name))
+    for name in (
+        "clone",
+        "copy_",
+        "contiguous",
+        "view",
+        "reshape",
+        "to",
+        "detach",
+        "cpu",
+        "data_ptr",
+        "untyped_storage",
+        "as_subclass",
+        "__eq__",
+    ):
+        points.append((f"torch.Tensor.{name}", torch.Tensor, name))
+    points.append(("threading.enumerate", threading, "enumerate"))
+    for name in dir(kbv_native):
+        if not name.startswith("_"):
+            points.append((f"kbv_native.{name}", kbv_native, name))
+    import safetensors.torch
+
+    points.append(("safetensors.torch.save_file", safetensors.torch, "save_file"))
+    for module in (measure, hosting, tensorio, params, channel, candidate, sys.modules[__name__]):
+        for name, value in vars(module).items():
+            if (
+                isinstance(value, (types.FunctionType, type))
+                and getattr(value, "__module__", "") == module.__name__
+            ):
+                points.append((f"{module.__name__}.{name}", module, name))
+                if isinstance(value, type):
+                    for attr, member in vars(value).items():
+                        if isinstance(member, types.FunctionType):
+                            points.append((f"{module.__name__}.{name}.{attr}", value, attr))
+    return points
+
+
+class HarnessSnapshot:
+    """Identity of every entry point; `check()` lists what changed and puts the originals back."""
+
+    def __init__(self) -> None:
+        self.points = [
+            (label, owner, attr, _raw(owner, attr)) for label, owner, attr in _entry_points()
+        ]
+        self.modules = {
+            name: sys.modules.get(name)
+            for name in ("time", "torch", "torch.cuda", "threading", "kbv_native")
+            + tuple(n for n in sys.modules if n == "kbv" or n.startswith("kbv."))
+        }
+
+    def check(self) -> list[str]:
+        changed = []
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                changed.append(f"sys.modules[{name!r}]")
+                sys.modules[name] = module
+        for label, owner, attr, original in self.points:
+            if _raw(owner, attr) is not original:
+                changed.append(label)
+                try:
+                    setattr(owner, attr, original)
+                except (AttributeError, TypeError):  # immutable owner: cannot have changed
+                    pass
+        return changed
+
+
+def _raw(owner: Any, attr: str) -> Any:
+    """The attribute as stored (a class's own dict entry: staticmethods and descriptors are
+    compared as objects, not through a fresh bound method)."""
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if attr in vars(klass):
+                return vars(klass)[attr]
+        return None
+    return getattr(owner, attr, None)
+
+
+# -- T2: threads and outputs that change after return -------------------------------------------
+def _native_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return -1
+
+
+def _snapshot(outputs: list[Any]) -> list[torch.Tensor | None]:
+    copies = []
+    for o in outputs:
+        if type(o) is torch.Tensor:
+            copies.append(o.detach().clone())
+        else:
+            copies.append(None)
+    return copies
+
+
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN-safe, unlike torch.equal)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    return torch.equal(
+        a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)
+    )
+
+
+def guarded_call(
+    call: Callable[[], Any], to_list: Callable[[Any], list[Any]], sync: Callable[[], None]
+) -> tuple[Any, list[Any], list[torch.Tensor | None], dict[str, Any]]:
+    """Runs `call`, then watches its outputs: the values at return (after a device sync) are
+    the ones judged; a thread the call left running and any later change to the outputs are
+    reported. Returns (result, outputs, values at return, report)."""
+    before = set(_enumerate_threads())
+    native_before = _native_threads()
+    result = call()
+    sync()
+    outputs = to_list(result)
+    at_return = _snapshot(outputs)
+    new_threads = [t for t in _enumerate_threads() if t not in before and t.is_alive()]
+    native_after = _native_threads()
+    _sleep(WAIT_AFTER_RETURN_S)
+    deadline = _monotonic() + JOIN_TIMEOUT_S
+    for t in new_threads:
+        t.join(max(0.0, deadline - _monotonic()))
+    sync()
+    changed = [
+        i
+        for i, (o, snap) in enumerate(zip(outputs, at_return, strict=False))
+        if snap is not None and not same_bytes(o, snap)
+    ]
+    report = {
+        "threads_left_running": [t.name for t in new_threads],
+        "threads_still_alive": [t.name for t in new_threads if t.is_alive()],
+        "native_threads": [native_before, native_after],
+        "outputs_changed_after_return": changed,
+    }
+    return result, outputs, at_return, report
+
+
+# -- B2: which extension functions ran ----------------------------------------------------------
+class ExtensionCalls:
+    """Counts completed calls of every function of every extension built through
+    torch.utils.cpp_extension while installed (installed before the candidate is imported)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.modules: list[str] = []
+
+    def install(self) -> None:
+        import torch.utils.cpp_extension as cpp
+
+        for name in ("load", "load_inline"):
+            original = getattr(cpp, name)
+
+            @functools.wraps(original)
+            def loader(*args, _original=original, **kwargs):
+                module = _original(*args, **kwargs)
+                if isinstance(module, types.ModuleType):
+                    self.wrap(module)
+                return module
+
+            setattr(cpp, name, loader)
+
+    def wrap(self, module: types.ModuleType) -> None:
+        self.modules.append(module.__name__)
+        for attr in dir(module):
+            if attr.startswith("_"):
+                continue
+            value = getattr(module, attr)
+            if callable(value) and not isinstance(value, type):
+                label = f"{module.__name__}.{attr}"
+                self.counts.setdefault(label, 0)
+                setattr(module, attr, self._counting(label, value))
+
+    def _counting(self, label: str, function: Callable) -> Callable:
+        counts = self.counts
+
+        @functools.wraps(function)
+        def counted(*args, **kwargs):
+            out = function(*args, **kwargs)
+            counts[label] += 1
+            return out
+
+        return counted
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+# -- B1: what the forward dispatched ------------------------------------------------------------
+def trace_forward(call: Callable[[], Any], extensions: ExtensionCalls | None) -> dict[str, Any]:
+    """The aten (and custom-namespace) operators dispatched during `call`, in order of first
+    use with counts, and the extension functions called meanwhile."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops: dict[str, int] = {}
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            schema = getattr(func, "_schema", None)
+            name = schema.name if schema is not None else str(func)
+            ops[name] = ops.get(name, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    before = dict(extensions.counts) if extensions else {}
+    with torch.no_grad(), Recorder():
+        call()
+    called = {}
+    if extensions:
+        called = {
+            k: v - before.get(k, 0) for k, v in extensions.counts.items() if v > before.get(k, 0)
+        }
+    return {
+        "ops": ops,
+        "extension_calls": called,
+        "extension_functions": sorted(extensions.counts) if extensions else [],
+    }

@@ -1,0 +1,212 @@
+#include "eval/suite.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <set>
+
+#include "core/hash.hpp"
+#include "orchestrate/worker_process.hpp"
+#include "store/store.hpp"
+
+namespace kbv::eval {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+fs::path extension_cache_dir(const fs::path& cache_root, const fs::path& candidate,
+                             const std::string& torch_version, const std::string& device) {
+  return cache_root / "torch_extensions" /
+         fmt::format("{}-torch{}-{}", sha256_file(candidate).substr(0, 24), torch_version,
+                     device.starts_with("cuda") ? "cuda" : "cpu");
+}
+
+namespace {
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The interpreter's torch version, asked once per run (it keys the build cache).
+std::string probe_torch_version(const std::string& python) {
+  std::string command = python + " -c 'import torch; print(torch.__version__)' 2>/dev/null";
+  std::unique_ptr<FILE, decltype(&pclose)> pipe(popen(command.c_str(), "r"), &pclose);
+  if (!pipe) return "unknown";
+  std::array<char, 128> line{};
+  std::string out;
+  while (fgets(line.data(), line.size(), pipe.get())) out += line.data();
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+
+// Everything besides the two files' content that changes a result.
+json settings_of(const EvalRequest& r) {
+  return {{"protocol", r.protocol},
+          {"device", r.device.starts_with("cuda") ? "cuda" : "cpu"},
+          {"size", r.size},
+          {"draws", r.hidden_draws},
+          {"samples", r.timing_samples},
+          {"rounds", r.timing_rounds},
+          {"measure", r.measure},
+          {"kbv", std::string(kVersion)}};
+}
+
+// Builds candidates ahead of evaluation, `jobs` at a time, each in its own sandboxed worker:
+// the worker only imports the file, which compiles its extensions into the content-keyed cache.
+// A failed build is not an error here: the evaluation reports it as compile_error.
+void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const SuiteRequest& request,
+                 const std::string& torch_version, fs::path scratch) {
+  std::deque<const orchestrate::Task*> queue;
+  std::set<fs::path> seen;
+  for (const auto* t : tasks) {
+    auto dir = extension_cache_dir(request.settings.cache_dir, t->candidate.path, torch_version,
+                                   request.settings.device);
+    if (seen.insert(dir).second) queue.push_back(t);
+  }
+  struct Running {
+    std::unique_ptr<orchestrate::WorkerProcess> worker;
+    Clock::time_point started;
+  };
+  std::vector<Running> running;
+  size_t done = 0, total = queue.size();
+  int index = 0;
+  while (!queue.empty() || !running.empty()) {
+    while (!queue.empty() && static_cast<int>(running.size()) < std::max(1, request.build_jobs)) {
+      const auto* task = queue.front();
+      queue.pop_front();
+      orchestrate::WorkerOptions options;
+      options.role = "candidate";
+      options.python = orchestrate::locate_python();
+      options.pythonpath = orchestrate::locate_pythonpath();
+      auto dir = scratch / fmt::format("build-{}", index++);
+      fs::create_directories(dir);
+      options.working_directory = dir;
+      options.log_file = dir / "build.log";
+      auto cache = extension_cache_dir(request.settings.cache_dir, task->candidate.path,
+                                       torch_version, request.settings.device);
+      fs::create_directories(cache);
+      options.environment = {{"TORCH_EXTENSIONS_DIR", cache.string()},
+                             {"TMPDIR", dir.string()},
+                             {"KBV_SIZE", request.settings.size},
+                             {"PYTHONDONTWRITEBYTECODE", "1"}};
+      options.sandbox.enabled = request.settings.sandbox;
+      auto worker = std::make_unique<orchestrate::WorkerProcess>(options);
+      worker->send({{"cmd", "import"}, {"candidate", fs::absolute(task->candidate.path).string()}});
+      running.push_back({std::move(worker), Clock::now()});
+    }
+    for (auto it = running.begin(); it != running.end();) {
+      bool timed_out = since(it->started) > request.settings.compile_timeout.count();
+      if (it->worker->ready(std::chrono::milliseconds(50)) || timed_out) {
+        if (!timed_out) it->worker->receive(std::chrono::milliseconds(1000));
+        it->worker->stop();
+        it = running.erase(it);
+        ++done;
+        if (request.settings.progress) {
+          request.settings.progress(fmt::format("built {}/{} candidates", done, total));
+        }
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+std::string counts(const std::map<std::string, int>& verdicts) {
+  std::string out;
+  for (const auto& [verdict, n] : verdicts)
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", verdict, n);
+  return out.empty() ? "none yet" : out;
+}
+
+}  // namespace
+
+SuiteSummary run_suite(const SuiteRequest& request) {
+  SuiteSummary summary;
+  auto log = [&](const std::string& line) {
+    if (request.settings.progress) request.settings.progress(line);
+  };
+  if (!fs::exists(request.problems)) {
+    throw UsageError(fmt::format("problem folder {} does not exist", request.problems.string()));
+  }
+  if (!fs::exists(request.candidates)) {
+    throw UsageError(
+        fmt::format("candidate folder {} does not exist", request.candidates.string()));
+  }
+  auto problems = orchestrate::find_problems(request.problems);
+  auto found = orchestrate::pair_candidates(problems, request.candidates);
+  summary.unmatched = found.unmatched;
+  summary.tasks = static_cast<int>(found.tasks.size());
+  for (const auto& u : found.unmatched)
+    log(fmt::format("skipped {}: {}", u.path.string(), u.reason));
+
+  store::Store db(request.database);
+  json settings = settings_of(request.settings);
+  std::vector<const orchestrate::Task*> todo;
+  std::vector<std::string> keys;
+  for (const auto& task : found.tasks) {
+    auto key =
+        store::run_key(sha256_file(task.problem.path), sha256_file(task.candidate.path), settings);
+    if (db.has(key)) {
+      ++summary.already_done;
+    } else {
+      todo.push_back(&task);
+      keys.push_back(key);
+    }
+  }
+  log(fmt::format("{} tasks: {} already in {}, {} to evaluate", summary.tasks, summary.already_done,
+                  request.database.string(), todo.size()));
+  if (todo.empty()) return summary;
+
+  auto torch_version = probe_torch_version(orchestrate::locate_python());
+  auto scratch_root =
+      request.settings.work_dir.empty() ? fs::temp_directory_path() : request.settings.work_dir;
+  auto scratch = scratch_root / fmt::format("kbv-build-{}", ::getpid());
+  auto started = Clock::now();
+  build_ahead(todo, request, torch_version, scratch);
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  summary.build_seconds = since(started);
+
+  started = Clock::now();
+  std::set<fs::path> broken_problems;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const auto& task = *todo[i];
+    if (broken_problems.count(task.problem.path)) continue;
+    EvalRequest eval = request.settings;
+    eval.problem = task.problem.path;
+    eval.candidate = task.candidate.path;
+    eval.torch_version = torch_version;
+    eval.progress = nullptr;  // one line per candidate, not per stage
+    Result result;
+    try {
+      result = evaluate(eval);
+    } catch (const UsageError& error) {
+      // A broken problem is no candidate's fault: nothing is stored, a rerun retries it.
+      log(fmt::format("problem {} cannot be evaluated: {}", task.problem.path.string(),
+                      error.what()));
+      broken_problems.insert(task.problem.path);
+      continue;
+    }
+    store::RowInfo info{keys[i],
+                        task.candidate.run,
+                        task.problem.name,
+                        task.candidate.level,
+                        task.candidate.problem_id,
+                        task.candidate.sample};
+    db.put(info, result.to_json());
+    ++summary.evaluated;
+    summary.verdicts[std::string(to_string(result.verdict))] += 1;
+    double per = since(started) / summary.evaluated;
+    log(fmt::format("[{}/{}] {} {}: {} | {} | ETA {:.0f} s", i + 1, todo.size(), task.candidate.run,
+                    task.candidate.path.filename().string(), to_string(result.verdict),
+                    counts(summary.verdicts), per * static_cast<double>(todo.size() - i - 1)));
+  }
+  summary.evaluation_seconds = since(started);
+  return summary;
+}
+
+}  // namespace kbv::eval

@@ -1,0 +1,44 @@
+// `kbv run`: every (problem, candidate) pair of a suite, built ahead in parallel, evaluated one
+// at a time on the device, each result stored as it finishes; a rerun resumes where it stopped.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "eval/evaluator.hpp"
+#include "orchestrate/discovery.hpp"
+
+namespace kbv::eval {
+
+struct SuiteRequest {
+  std::filesystem::path problems;
+  std::filesystem::path candidates;
+  std::filesystem::path database;
+  EvalRequest settings;  // device, protocol, size, timeouts...; problem and candidate are per task
+  int build_jobs = 2;    // candidates built at once, ahead of evaluation
+};
+
+struct SuiteSummary {
+  int tasks = 0;
+  int already_done = 0;
+  int evaluated = 0;
+  std::map<std::string, int> verdicts;
+  std::vector<orchestrate::Unmatched> unmatched;
+  double build_seconds = 0, evaluation_seconds = 0;
+};
+
+// Progress goes to `request.settings.progress` as one line per event.
+SuiteSummary run_suite(const SuiteRequest& request);
+
+// The build cache folder a candidate's extensions go to (TORCH_EXTENSIONS_DIR): keyed by its
+// content, the torch version and the device kind, so nothing is built twice and nothing stale
+// is loaded.
+std::filesystem::path extension_cache_dir(const std::filesystem::path& cache_root,
+                                          const std::filesystem::path& candidate,
+                                          const std::string& torch_version,
+                                          const std::string& device);
+
+}  // namespace kbv::eval

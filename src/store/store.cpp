@@ -1,0 +1,197 @@
+#include "store/store.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "core/hash.hpp"
+
+namespace kbv::store {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+  key TEXT PRIMARY KEY,
+  run TEXT NOT NULL,
+  problem TEXT NOT NULL,
+  level INTEGER,
+  problem_id INTEGER,
+  sample INTEGER,
+  problem_sha256 TEXT NOT NULL,
+  candidate_path TEXT NOT NULL,
+  candidate_sha256 TEXT NOT NULL,
+  protocol TEXT NOT NULL,
+  device TEXT NOT NULL,
+  verdict TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  speedup_vs_tf32 REAL,
+  speedup_vs_fp32 REAL,
+  peak_ratio REAL,
+  result_json TEXT NOT NULL,
+  finished_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS results_by_run ON results (run, level, problem_id, sample);
+)sql";
+
+// A prepared statement that finalizes itself.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
+      throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(db));
+    }
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  void bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  void bind(int i, std::optional<int> v) {
+    v ? sqlite3_bind_int(stmt_, i, *v) : sqlite3_bind_null(stmt_, i);
+  }
+  void bind_number(int i, const nlohmann::json& v) {
+    v.is_number() ? sqlite3_bind_double(stmt_, i, v.get<double>()) : sqlite3_bind_null(stmt_, i);
+  }
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(db_));
+  }
+  std::string text(int column) const {
+    auto* p = sqlite3_column_text(stmt_, column);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  nlohmann::json integer_or_null(int column) const {
+    return sqlite3_column_type(stmt_, column) == SQLITE_NULL
+               ? nlohmann::json(nullptr)
+               : nlohmann::json(sqlite3_column_int(stmt_, column));
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+std::string now_utc() {
+  auto now = std::chrono::system_clock::now();
+  auto t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+nlohmann::json speedup_value(const nlohmann::json& result, const char* which) {
+  const auto& s = result.value("speedup", nlohmann::json::object());
+  if (!s.contains(which) || !s[which].is_object()) return nullptr;
+  return s[which].value("value", nlohmann::json());
+}
+
+}  // namespace
+
+Store::Store(const std::filesystem::path& path) : path_(path) {
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
+    std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    throw std::runtime_error(fmt::format("cannot open the database {}: {}", path.string(), why));
+  }
+  sqlite3_busy_timeout(db_, 10000);
+  // WAL: readers (kbv report, kbv export) never block the writer, and a killed writer leaves
+  // the last committed rows intact.
+  exec("PRAGMA journal_mode=WAL");
+  exec("PRAGMA synchronous=NORMAL");
+  exec(kSchema);
+  Statement version(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+  if (version.step()) {
+    if (std::stoi(version.text(0)) != kSchemaVersion) {
+      throw std::runtime_error(fmt::format("{} has schema version {}, this kbv writes {}",
+                                           path.string(), version.text(0), kSchemaVersion));
+    }
+  } else {
+    exec(fmt::format("INSERT INTO meta VALUES ('schema_version', '{}')", kSchemaVersion).c_str());
+  }
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+void Store::exec(const char* sql) const {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string why = error ? error : "unknown error";
+    sqlite3_free(error);
+    throw std::runtime_error(fmt::format("sqlite ({}): {}", path_.string(), why));
+  }
+}
+
+bool Store::has(const std::string& key) const {
+  Statement q(db_, "SELECT 1 FROM results WHERE key = ?");
+  q.bind(1, key);
+  return q.step();
+}
+
+void Store::put(const RowInfo& info, const nlohmann::json& r) {
+  Statement q(db_,
+              "INSERT OR REPLACE INTO results (key, run, problem, level, problem_id, sample, "
+              "problem_sha256, candidate_path, candidate_sha256, protocol, device, verdict, "
+              "reason, speedup_vs_tf32, speedup_vs_fp32, peak_ratio, result_json, finished_at) "
+              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  q.bind(1, info.key);
+  q.bind(2, info.run);
+  q.bind(3, info.problem_name);
+  q.bind(4, info.level);
+  q.bind(5, info.problem_id);
+  q.bind(6, info.sample);
+  q.bind(7, r["problem"].value("sha256", std::string()));
+  q.bind(8, r["candidate"].value("path", std::string()));
+  q.bind(9, r["candidate"].value("sha256", std::string()));
+  q.bind(10, r["protocol"].value("name", std::string()));
+  q.bind(11, r["environment"].value("device", std::string()));
+  q.bind(12, r["verdict"].get<std::string>());
+  q.bind(13, r["reason"].get<std::string>());
+  q.bind_number(14, speedup_value(r, "vs_tf32"));
+  q.bind_number(15, speedup_value(r, "vs_fp32"));
+  q.bind_number(16, r.value("memory", nlohmann::json()).is_object()
+                        ? r["memory"].value("peak_ratio", nlohmann::json())
+                        : nlohmann::json());
+  q.bind(17, r.dump());
+  q.bind(18, now_utc());
+  q.step();  // a single statement is its own transaction: the row lands whole or not at all
+}
+
+std::vector<nlohmann::json> Store::results() const {
+  Statement q(db_,
+              "SELECT result_json, run, problem, level, problem_id, sample, key, finished_at "
+              "FROM results ORDER BY run, level, problem_id, problem, sample");
+  std::vector<nlohmann::json> out;
+  while (q.step()) {
+    auto r = nlohmann::json::parse(q.text(0));
+    r["_row"] = {{"run", q.text(1)},
+                 {"problem", q.text(2)},
+                 {"level", q.integer_or_null(3)},
+                 {"problem_id", q.integer_or_null(4)},
+                 {"sample", q.integer_or_null(5)},
+                 {"key", q.text(6)},
+                 {"finished_at", q.text(7)}};
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+int Store::count() const {
+  Statement q(db_, "SELECT COUNT(*) FROM results");
+  q.step();
+  return std::stoi(q.text(0));
+}
+
+std::string run_key(const std::string& problem_sha256, const std::string& candidate_sha256,
+                    const nlohmann::json& settings) {
+  return sha256_hex(problem_sha256 + "|" + candidate_sha256 + "|" + settings.dump());
+}
+
+}  // namespace kbv::store

@@ -1,0 +1,49 @@
+// The run database: one SQLite file, one row per evaluated (problem, candidate, settings),
+// written in its own transaction as soon as the evaluation finishes, so an interrupted run
+// (Ctrl-C, kill -9) leaves only whole rows and a rerun skips exactly what is done.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kbv::store {
+
+// Where a row came from: what the suite layout said about the candidate.
+struct RowInfo {
+  std::string key;  // content key of (problem, candidate, settings); see run_key()
+  std::string run;  // the run or model folder the candidate came from
+  std::string problem_name;
+  std::optional<int> level, problem_id, sample;
+};
+
+class Store {
+ public:
+  // Opens (creating when absent) the database; throws std::runtime_error naming the file.
+  explicit Store(const std::filesystem::path& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  bool has(const std::string& key) const;
+  void put(const RowInfo& info, const nlohmann::json& result);
+  // Every stored result (the full JSON of `kbv eval`), with its row info under "_row".
+  std::vector<nlohmann::json> results() const;
+  int count() const;
+
+ private:
+  void exec(const char* sql) const;
+  sqlite3* db_ = nullptr;
+  std::filesystem::path path_;
+};
+
+// The key a result is stored under: SHA-256 over the problem's and candidate's content hashes
+// and every setting that changes the outcome.
+std::string run_key(const std::string& problem_sha256, const std::string& candidate_sha256,
+                    const nlohmann::json& settings);
+
+}  // namespace kbv::store

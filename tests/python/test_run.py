@@ -1,0 +1,117 @@
+"""`kbv run` end to end on the CPU: discovery in both layouts, results streamed to SQLite,
+resume after completion and after kill -9, and the export formats."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+from conftest import CPU_CANDIDATES, PROBLEMS, WRONG, kbv_binary
+
+QUICK_RUN = ["--device", "cpu", "--draws", "1", "--samples", "2", "--rounds", "1", "-q"]
+
+
+def make_suite(root):
+    """Two runs: a plain-layout one and a KernelBench-generations one, plus a stray file."""
+    plain = root / "cands" / "plain" / "level1"
+    plain.mkdir(parents=True)
+    shutil.copy(CPU_CANDIDATES / "level1" / "3_ReLU.py", plain / "3_ReLU.py")
+    generations = root / "cands" / "modelB"
+    generations.mkdir(parents=True)
+    shutil.copy(WRONG / "relu_zeros.py", generations / "level_1_problem_3_sample_0_kernel.py")
+    shutil.copy(WRONG / "syntax_error.py", generations / "level_1_problem_3_sample_1_kernel.py")
+    shutil.copy(WRONG / "hangs.py", generations / "level_1_problem_3_sample_2_kernel.py")
+    (generations / "level_1_problem_999_sample_0_kernel.py").write_text("x = 1\n")
+    (generations / "notes.py").write_text("x = 1\n")
+    return root / "cands"
+
+
+def kbv_run(candidates, db, *extra, cache_dir):
+    command = [
+        kbv_binary(), "run", "--problems", str(PROBLEMS), "--candidates", str(candidates),
+        "--db", str(db), "--cache-dir", str(cache_dir), "--timeout", "8", *QUICK_RUN, *extra,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+
+
+def rows(db):
+    with sqlite3.connect(db) as con:
+        return con.execute(
+            "SELECT run, problem, level, problem_id, sample, verdict FROM results "
+            "ORDER BY run, sample"
+        ).fetchall()
+
+
+@pytest.mark.e2e
+def test_run_streams_resumes_and_exports(tmp_path, cache_dir):
+    candidates = make_suite(tmp_path)
+    db = tmp_path / "results.sqlite"
+    first = kbv_run(candidates, db, cache_dir=cache_dir)
+    assert first.returncode == 0, first.stderr
+    assert "4 tasks: 4 evaluated now" in first.stdout
+    assert "2 files skipped" in first.stdout
+    assert rows(db) == [
+        ("modelB", "3_ReLU", 1, 3, 0, "incorrect"),
+        ("modelB", "3_ReLU", 1, 3, 1, "compile_error"),
+        ("modelB", "3_ReLU", 1, 3, 2, "timeout"),
+        ("plain", "3_ReLU", 1, 3, 0, "correct"),
+    ]
+    again = kbv_run(candidates, db, cache_dir=cache_dir)
+    assert "0 evaluated now, 4 already stored" in again.stdout
+
+    lines = subprocess.run([kbv_binary(), "export", str(db)], capture_output=True, text=True)
+    exported = [json.loads(line) for line in lines.stdout.splitlines()]
+    assert len(exported) == 4 and all(r["schema"] == "kbv.result/1" for r in exported)
+
+    out = tmp_path / "kb"
+    done = subprocess.run(
+        [kbv_binary(), "export", str(db), "--format", "kernelbench", "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    kb = json.loads((out / "modelB" / "level_1" / "eval_results.json").read_text())
+    samples = {e["sample_id"]: e for e in kb["3"]}
+    assert samples[1]["compiled"] is False and samples[0]["correctness"] is False
+    plain = json.loads((out / "plain" / "level_1" / "eval_results.json").read_text())
+    assert plain["3"][0]["correctness"] is True and plain["3"][0]["runtime"] > 0
+
+
+@pytest.mark.e2e
+def test_kill_9_loses_nothing_and_repeats_nothing(tmp_path, cache_dir):
+    candidates = make_suite(tmp_path)
+    db = tmp_path / "results.sqlite"
+    command = [
+        kbv_binary(), "run", "--problems", str(PROBLEMS), "--candidates", str(candidates),
+        "--db", str(db), "--cache-dir", str(cache_dir), "--timeout", "8", *QUICK_RUN,
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if db.exists() and len(rows(db)) >= 1:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    stored_before = rows(db)
+    assert 1 <= len(stored_before) < 4
+    resumed = kbv_run(candidates, db, cache_dir=cache_dir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(stored_before)} already stored" in resumed.stdout
+    after = rows(db)
+    assert len(after) == 4 and len(set(after)) == 4
+    assert set(stored_before) <= set(after)
+
+
+def test_missing_folders_are_usage_errors(tmp_path):
+    done = subprocess.run(
+        [kbv_binary(), "run", "--problems", str(tmp_path / "none"), "--candidates", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "does not exist" in done.stderr
