@@ -42,7 +42,9 @@ std::string random_secret() {
 }
 
 fs::path make_run_dir(const fs::path& root) {
-  fs::path base = root.empty() ? fs::temp_directory_path() : root;
+  // Run directories share one parent, which each candidate sees replaced by an empty tmpfs
+  // holding only its own run's inputs: other runs' golden outputs are out of its sight.
+  fs::path base = (root.empty() ? fs::temp_directory_path() : root) / "kbv-runs";
   fs::create_directories(base);
   std::string pattern = (base / "kbv-run-XXXXXX").string();
   if (!::mkdtemp(pattern.data())) throw std::runtime_error("cannot create a run directory");
@@ -190,6 +192,9 @@ class Evaluation {
     options.log_file = run_dir_ / "reference.log";
     options.environment = worker_environment();
     options.sandbox.enabled = request_.sandbox;
+    // The problem is user code too, but trusted to write its run's golden outputs: no network,
+    // no read-only file system.
+    options.sandbox.read_only_root = false;
     ref_ = std::make_unique<WorkerProcess>(options);
   }
 
@@ -209,10 +214,23 @@ class Evaluation {
     options.log_file = run_dir_ / "candidate.log";
     options.environment = worker_environment();
     options.environment["TORCH_EXTENSIONS_DIR"] = cache.string();
-    options.environment["TMPDIR"] = (run_dir_ / "scratch").string();
-    options.sandbox.enabled = request_.sandbox;
-    // The candidate sees inputs and parameters, never golden outputs or the reference's log.
-    options.sandbox.hidden = {run_dir_ / "golden"};
+    for (const char* var : {"TMPDIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR"}) {
+      options.environment[var] = (run_dir_ / "scratch").string();
+    }
+    // The candidate sees its inputs, parameters and its own file, never golden outputs, the
+    // reference's log or other runs; it writes only its outputs, scratch and build cache.
+    auto& box = options.sandbox;
+    box.enabled = request_.sandbox;
+    box.private_root = run_dir_.parent_path();
+    box.exposed = {run_dir_ / "inputs", run_dir_ / "state", run_dir_ / "init_inputs.safetensors",
+                   fs::absolute(request_.candidate)};
+    box.writable = {run_dir_ / "candidate", run_dir_ / "scratch", cache};
+    box.max_cpu_seconds = 3600 + static_cast<unsigned long long>(request_.compile_timeout.count());
+    box.max_new_processes = 512;
+    if (!request_.device.starts_with("cuda")) {
+      // Host memory cap on the CPU path (CUDA maps large private regions of its own).
+      box.max_data_bytes = request_.max_host_memory_bytes;
+    }
     cand_ = std::make_unique<WorkerProcess>(options);
     result_.isolation = cand_->isolation();
   }
@@ -703,12 +721,8 @@ class Evaluation {
     // golden output of the case those inputs came from (T5, T6).
     std::vector<const json*> timing_cases;
     json timed_outputs = json::array();
-    for (const auto& path : prepared["timing_inputs"]) {
-      const json* found = nullptr;
-      for (const auto& c : prepared["cases"]) {
-        if (c["inputs"] == path) found = &c;
-      }
-      timing_cases.push_back(found);
+    for (const auto& golden : prepared["timing_golden"]) {
+      timing_cases.push_back(&golden);
       timed_outputs.push_back(
           (run_dir_ / "candidate" / fmt::format("timed-{}.safetensors", timing_cases.size() - 1))
               .string());

@@ -37,6 +37,7 @@ struct EvalRequest {
   std::filesystem::path work_dir;   // where run directories are made (default: temp dir)
   bool keep_work_dir = false;
   bool sandbox = true;
+  unsigned long long max_host_memory_bytes = 16ULL << 30;  // candidate heap cap (CPU device)
   std::function<void(const std::string&)> progress;  // one line per stage
 };
 

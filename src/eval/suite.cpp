@@ -91,9 +91,12 @@ void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const Suite
       fs::create_directories(cache);
       options.environment = {{"TORCH_EXTENSIONS_DIR", cache.string()},
                              {"TMPDIR", dir.string()},
+                             {"XDG_CACHE_HOME", dir.string()},
                              {"KBV_SIZE", request.settings.size},
                              {"PYTHONDONTWRITEBYTECODE", "1"}};
       options.sandbox.enabled = request.settings.sandbox;
+      options.sandbox.writable = {dir, cache};
+      options.sandbox.max_new_processes = 512;
       auto worker = std::make_unique<orchestrate::WorkerProcess>(options);
       worker->send({{"cmd", "import"}, {"candidate", fs::absolute(task->candidate.path).string()}});
       running.push_back({std::move(worker), Clock::now()});

@@ -1,18 +1,25 @@
 #include "orchestrate/sandbox.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 namespace kbv::orchestrate {
+namespace fs = std::filesystem;
 namespace {
 
 bool write_file(const char* path, const std::string& text) {
@@ -23,15 +30,18 @@ bool write_file(const char* path, const std::string& text) {
   return ok;
 }
 
+std::string error_text() { return std::strerror(errno); }
+
 // Enters new network and mount namespaces: directly when privileged, else through a user
 // namespace that maps the caller's own ids (unprivileged containers allow this more often).
 std::string enter_namespaces(bool& ok) {
-  ok = ::unshare(CLONE_NEWNET | CLONE_NEWNS) == 0;
+  constexpr int kFlags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID;
+  ok = ::unshare(kFlags) == 0;
   if (ok) return "privileged";
   uid_t uid = ::getuid();
   gid_t gid = ::getgid();
-  if (::unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS) != 0) {
-    return std::string("refused: ") + std::strerror(errno);
+  if (::unshare(CLONE_NEWUSER | kFlags) != 0) {
+    return "refused: " + error_text();
   }
   write_file("/proc/self/setgroups", "deny");
   ok = write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1") &&
@@ -39,41 +49,207 @@ std::string enter_namespaces(bool& ok) {
   return ok ? "user_namespace" : "user_namespace_without_id_map";
 }
 
+bool set_limit(int resource, unsigned long long value) {
+  rlimit limit{value, value};
+  return ::setrlimit(resource, &limit) == 0;
+}
+
+int processes_of_this_user() {
+  int count = 0;
+  uid_t uid = ::getuid();
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return -1;
+  while (auto* entry = ::readdir(proc)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    struct stat st {};
+    std::string path = std::string("/proc/") + entry->d_name;
+    if (::stat(path.c_str(), &st) == 0 && st.st_uid == uid) ++count;
+  }
+  ::closedir(proc);
+  return count;
+}
+
+bool bind_path(const std::string& source, const fs::path& target, bool read_only) {
+  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    return false;
+  }
+  if (!read_only) return true;
+  return ::mount(nullptr, target.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID,
+                 nullptr) == 0;
+}
+
+bool contains(const std::vector<fs::path>& paths, const fs::path& p) {
+  for (const auto& q : paths) {
+    if (q == p) return true;
+  }
+  return false;
+}
+
+// Replaces `root` with an empty tmpfs and binds back each path of `keep` (held open by fd
+// across the mount, since the tmpfs hides its old location).
+nlohmann::json privatize_root(const SandboxOptions& options) {
+  nlohmann::json report = {{"path", options.private_root.string()}};
+  std::vector<std::pair<fs::path, int>> keep;
+  for (const auto* list : {&options.exposed, &options.writable}) {
+    for (const auto& p : *list) {
+      auto rel = p.lexically_relative(options.private_root);
+      if (rel.empty() || rel.native().starts_with("..")) continue;  // outside the root
+      int fd = ::open(p.c_str(), O_PATH | O_CLOEXEC);
+      if (fd >= 0) keep.emplace_back(p, fd);
+    }
+  }
+  if (::mount("tmpfs", options.private_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+              "size=64m,mode=755") != 0) {
+    report["done"] = false;
+    report["error"] = error_text();
+    return report;
+  }
+  bool all = true;
+  for (auto& [path, fd] : keep) {
+    struct stat st {};
+    ::fstat(fd, &st);
+    std::error_code ec;
+    if (S_ISDIR(st.st_mode)) {
+      fs::create_directories(path, ec);
+    } else {
+      fs::create_directories(path.parent_path(), ec);
+      ::close(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+    }
+    all &= bind_path("/proc/self/fd/" + std::to_string(fd), path, !contains(options.writable, path));
+    ::close(fd);
+  }
+  report["done"] = all;
+  return report;
+}
+
+// Clears every capability (bounding, effective, permitted, inheritable): without
+// CAP_SYS_ADMIN the candidate cannot unmount the tmpfs that hides the golden outputs.
+bool drop_all_capabilities() {
+  for (int cap = 0; cap <= 63; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  return ::syscall(SYS_capset, &header, data) == 0;
+}
+
+// Every other mount (a separate /tmp, /home, ...) read-only too, except the kernel's own file
+// systems and the writable paths this sandbox bound on purpose.
+int read_only_submounts(const SandboxOptions& options) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::vector<std::string> points;
+  std::string line;
+  while (std::getline(mountinfo, line)) {
+    // "id parent major:minor root mount-point options ..."
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point;
+    fields >> id >> parent >> device >> root >> point;
+    points.push_back(point);
+  }
+  int count = 0;
+  for (const auto& point : points) {
+    fs::path p(point);
+    if (point == "/" || point.starts_with("/proc") || point.starts_with("/sys") ||
+        point.starts_with("/dev") || contains(options.writable, p)) {
+      continue;
+    }
+    auto rel = p.lexically_relative(options.private_root);
+    if (!options.private_root.empty() && !rel.empty() && !rel.native().starts_with("..")) {
+      continue;  // set up explicitly by privatize_root
+    }
+    if (p == options.private_root) continue;
+    if (::mount(nullptr, point.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+// In a new PID namespace the next child is its init: this process stays outside as a relay
+// that waits for it and ends the same way (exit status or signal), so the orchestrator sees
+// the candidate's own fate. Returns only in the child.
+void become_namespace_init() {
+  pid_t child = ::fork();
+  if (child < 0) return;  // no PID namespace then: carry on in this process
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    return;
+  }
+  ::close(3);
+  ::close(4);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) {
+    ::signal(WTERMSIG(status), SIG_DFL);
+    ::prctl(PR_SET_PDEATHSIG, 0);
+    ::kill(::getpid(), WTERMSIG(status));
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
 }  // namespace
 
 std::string apply_sandbox_in_child(const SandboxOptions& options) {
   nlohmann::json report = {{"enabled", options.enabled}};
   // Never leave core files of a crashing candidate, and die with the orchestrator.
-  rlimit core{0, 0};
-  ::setrlimit(RLIMIT_CORE, &core);
+  set_limit(RLIMIT_CORE, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (!options.enabled) return report.dump();
 
-  rlimit fsize{options.max_file_bytes, options.max_file_bytes};
-  report["max_file_bytes"] = ::setrlimit(RLIMIT_FSIZE, &fsize) == 0;
-  rlimit files{options.max_open_files, options.max_open_files};
-  report["max_open_files"] = ::setrlimit(RLIMIT_NOFILE, &files) == 0;
+  report["max_file_bytes"] = set_limit(RLIMIT_FSIZE, options.max_file_bytes);
+  report["max_open_files"] = set_limit(RLIMIT_NOFILE, options.max_open_files);
+  if (options.max_cpu_seconds) {
+    report["max_cpu_seconds"] = set_limit(RLIMIT_CPU, options.max_cpu_seconds);
+  }
+  if (options.max_data_bytes) {
+    report["max_data_bytes"] = set_limit(RLIMIT_DATA, options.max_data_bytes);
+  }
 
   bool namespaces = false;
-  if (options.isolate_network || !options.hidden.empty()) {
-    report["namespaces"] = enter_namespaces(namespaces);
-  }
+  report["namespaces"] = enter_namespaces(namespaces);
   report["network_isolated"] = namespaces && options.isolate_network;
 
+  bool mounts = namespaces && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
   nlohmann::json hidden = nlohmann::json::array();
-  if (namespaces && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
-    for (const auto& dir : options.hidden) {
-      bool done = ::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") == 0;
-      hidden.push_back({{"path", dir.string()}, {"hidden", done}});
-    }
-  } else {
-    for (const auto& dir : options.hidden) {
-      hidden.push_back({{"path", dir.string()}, {"hidden", false}});
-    }
+  for (const auto& dir : options.hidden) {
+    bool done =
+        mounts && ::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") == 0;
+    hidden.push_back({{"path", dir.string()}, {"hidden", done}});
   }
   report["hidden_paths"] = hidden;
-  // No new privileges through setuid binaries the candidate might exec.
+  if (mounts && !options.private_root.empty()) report["private_root"] = privatize_root(options);
+  if (mounts) {
+    report["private_dev_shm"] =
+        ::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=1g") == 0;
+    // Writable paths outside the private root (the build-cache folder) get their own mounts,
+    // so they stay writable when the root below turns read-only.
+    for (const auto& p : options.writable) {
+      auto rel = p.lexically_relative(options.private_root);
+      if (options.private_root.empty() || rel.empty() || rel.native().starts_with("..")) {
+        bind_path(p.string(), p, false);
+      }
+    }
+    if (options.read_only_root) {
+      report["read_only_root"] =
+          ::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0;
+      report["read_only_submounts"] = read_only_submounts(options);
+    }
+  }
+  if (namespaces) {
+    become_namespace_init();
+    // Its own /proc: the orchestrator and every other process are out of sight and reach.
+    report["pid_namespace"] =
+        ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0;
+  }
+  if (options.max_new_processes) {
+    int existing = processes_of_this_user();
+    if (existing >= 0) {
+      report["max_processes"] = set_limit(
+          RLIMIT_NPROC, static_cast<unsigned long long>(existing) + options.max_new_processes);
+    }
+  }
+  // No new privileges through setuid binaries, and no capabilities to undo the above.
   report["no_new_privs"] = ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
+  if (options.drop_capabilities) report["capabilities_dropped"] = drop_all_capabilities();
   return report.dump();
 }
 

@@ -1,6 +1,11 @@
 // Isolation applied to a worker process between fork and exec. Each layer is tried and the
 // outcome recorded, because what a machine allows differs (containers refuse namespaces, gVisor
 // refuses some mounts); the report says what was actually achieved, never what was intended.
+//
+// With namespaces available the candidate sees: no network; the whole file system read-only;
+// the work root (where run directories live) replaced by an empty tmpfs into which only its own
+// inputs, state, output and scratch folders are bound back; its own build-cache folder
+// writable; a private /dev/shm; and no capabilities, so it cannot unmount any of this.
 #pragma once
 
 #include <filesystem>
@@ -12,15 +17,23 @@ namespace kbv::orchestrate {
 
 struct SandboxOptions {
   bool enabled = true;
-  bool isolate_network = true;                      // a fresh network namespace: no interfaces
-  std::vector<std::filesystem::path> hidden;        // directories replaced by an empty tmpfs
+  bool isolate_network = true;                // a fresh network namespace: no interfaces
+  std::vector<std::filesystem::path> hidden;  // directories replaced by an empty tmpfs
+  // The work root to replace with an empty tmpfs, and the paths under it to bind back.
+  std::filesystem::path private_root;
+  std::vector<std::filesystem::path> exposed;   // bound back read-only...
+  std::vector<std::filesystem::path> writable;  // ...or read-write (may be outside the root)
+  bool read_only_root = true;
+  bool drop_capabilities = true;
   unsigned long long max_file_bytes = 64ULL << 30;  // RLIMIT_FSIZE: no runaway output files
   unsigned long long max_open_files = 4096;
+  unsigned long long max_cpu_seconds = 0;    // RLIMIT_CPU; 0: none
+  unsigned long long max_data_bytes = 0;     // RLIMIT_DATA (heap and private maps); 0: none
+  unsigned long long max_new_processes = 0;  // RLIMIT_NPROC above the user's current count; 0: none
 };
 
 // Runs in the forked child, before exec. The orchestrator forks only while single-threaded, so
-// allocating here is safe. Applies what it can
-// and returns a JSON report of what took effect.
+// allocating here is safe. Applies what it can and returns a JSON report of what took effect.
 std::string apply_sandbox_in_child(const SandboxOptions& options);
 
 }  // namespace kbv::orchestrate

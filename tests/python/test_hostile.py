@@ -1,0 +1,159 @@
+"""Hostile candidates against the sandbox, end to end on the CPU: each one ends as a verdict
+with its reason, kbv completes, and nothing outside the candidate's own folders changes."""
+
+from __future__ import annotations
+
+import socket
+import textwrap
+import threading
+
+import pytest
+from conftest import PROBLEMS
+
+RELU = PROBLEMS / "level1" / "3_ReLU.py"
+
+HEADER = "import os\nimport torch\nfrom torch import nn\n\n"
+HONEST_FORWARD = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+"""
+
+
+def candidate(tmp_path, name, body, forward=HONEST_FORWARD):
+    path = tmp_path / f"{name}.py"
+    path.write_text(HEADER + textwrap.dedent(body) + forward)
+    return path
+
+
+def require_isolation(evaluation):
+    isolation = evaluation.result["isolation"]
+    if not str(isolation.get("namespaces", "")).startswith(("privileged", "user_namespace")):
+        pytest.skip(f"this machine refuses namespaces: {isolation.get('namespaces')}")
+    return isolation
+
+
+@pytest.mark.e2e
+def test_isolation_report_of_an_honest_candidate(tmp_path, run_eval):
+    evaluation = run_eval(RELU, candidate(tmp_path, "honest", ""))
+    isolation = require_isolation(evaluation)
+    assert evaluation.verdict == "correct"
+    for layer in ("network_isolated", "read_only_root", "pid_namespace", "capabilities_dropped"):
+        assert isolation[layer] is True, layer
+    assert isolation["private_root"]["done"] is True
+
+
+@pytest.mark.e2e
+def test_writes_outside_scratch_change_nothing(tmp_path, run_eval, cache_dir):
+    sentinel = tmp_path / "sentinel.txt"
+    sentinel.write_text("untouched")
+    problem_copy = tmp_path / "problem.py"
+    problem_copy.write_text(RELU.read_text())
+    targets = [str(sentinel), str(problem_copy), str(cache_dir / "planted.txt")]
+    body = f"""
+    BLOCKED = []
+    for target in {targets!r}:
+        try:
+            with open(target, "w") as handle:
+                handle.write("tampered")
+        except OSError as error:
+            BLOCKED.append(error.errno)
+    """
+    evaluation = run_eval(problem_copy, candidate(tmp_path, "writer", body))
+    require_isolation(evaluation)
+    assert evaluation.returncode == 0
+    assert sentinel.read_text() == "untouched"
+    assert problem_copy.read_text() == RELU.read_text()
+    assert not (cache_dir / "planted.txt").exists()
+    assert evaluation.verdict == "correct"  # the writes failed; the kernel itself is honest
+
+
+@pytest.mark.e2e
+def test_network_is_unreachable(tmp_path, run_eval):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    accepted = []
+
+    def accept():
+        try:
+            accepted.append(server.accept())
+        except OSError:  # closed or timed out: nothing connected
+            pass
+
+    server.settimeout(60)
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    body = f"""
+    import socket
+    with socket.create_connection(("127.0.0.1", {port}), timeout=5) as s:
+        s.sendall(b"leak")
+    """
+    evaluation = run_eval(RELU, candidate(tmp_path, "network", body))
+    require_isolation(evaluation)
+    server.close()
+    assert not accepted
+    assert evaluation.verdict == "compile_error"  # the connection raised at import
+    assert "OSError" in evaluation.result["reason"] or "Network" in evaluation.result["reason"]
+
+
+@pytest.mark.e2e
+def test_golden_outputs_and_other_runs_are_out_of_sight(tmp_path, run_eval):
+    body = """
+    import glob
+    SEEN = glob.glob("/tmp/kbv-runs/*/golden/*") + glob.glob("/tmp/kbv-runs/*/reference.log")
+    assert not SEEN, SEEN
+    """
+    evaluation = run_eval(RELU, candidate(tmp_path, "peeker", body))
+    require_isolation(evaluation)
+    assert evaluation.verdict == "correct", evaluation.result["reason"]
+
+
+@pytest.mark.e2e
+def test_killing_the_parent_only_kills_the_candidate(tmp_path, run_eval):
+    forward = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        import signal
+        os.kill(os.getppid(), signal.SIGKILL)
+        os.kill(-1, signal.SIGKILL)
+        return torch.relu(x)
+"""
+    evaluation = run_eval(RELU, candidate(tmp_path, "parricide", "", forward))
+    require_isolation(evaluation)
+    assert evaluation.returncode == 0
+    assert evaluation.verdict == "runtime_error", evaluation.result["reason"]
+
+
+@pytest.mark.e2e
+def test_fork_bomb_is_contained(tmp_path, run_eval):
+    forward = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        while True:
+            try:
+                if os.fork() == 0:
+                    while True:
+                        pass
+            except OSError:
+                pass
+"""
+    evaluation = run_eval(RELU, candidate(tmp_path, "bomb", "", forward), "--timeout", "10")
+    require_isolation(evaluation)
+    assert evaluation.returncode == 0
+    assert evaluation.verdict == "timeout"
+
+
+@pytest.mark.e2e
+def test_host_memory_exhaustion_is_a_runtime_error(tmp_path, run_eval):
+    forward = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        hoard = [bytearray(1 << 30) for _ in range(64)]
+        return torch.relu(x) + len(hoard) * 0
+"""
+    evaluation = run_eval(RELU, candidate(tmp_path, "hoarder", "", forward))
+    require_isolation(evaluation)
+    assert evaluation.verdict == "runtime_error"
+    assert "MemoryError" in evaluation.result["reason"]
