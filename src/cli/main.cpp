@@ -156,6 +156,10 @@ int main(int argc, char** argv) {
                   "named like their problem")
       ->required();
   run->add_option("--db", suite.database, "SQLite database (default results.sqlite)");
+  std::string devices;
+  run->add_option("--devices", devices,
+                  "all, cpu, or cuda:0,cuda:1,...: one measurement worker per device "
+                  "(default: --device)");
   run->add_option("--jobs,-j", suite.build_jobs, "candidates built at once (default: CPU count)")
       ->check(CLI::Range(1, 512));
   run_options.add_to(run);
@@ -193,6 +197,7 @@ int main(int argc, char** argv) {
         return kExitUsage;
       }
       suite.settings = run_options.request;
+      if (!devices.empty()) suite.devices = kbv::eval::parse_devices(devices);
       return run_suite(suite);
     }
     if (!fs::exists(export_db)) {

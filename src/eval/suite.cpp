@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "core/hash.hpp"
 #include "orchestrate/worker_process.hpp"
@@ -118,6 +120,16 @@ void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const Suite
   }
 }
 
+// After a crash or hang on a GPU: can a fresh process still allocate, compute and synchronise
+// there? A wedged device must not turn every later candidate into a failure.
+bool device_healthy(const std::string& device) {
+  std::string command = "timeout 60 " + orchestrate::locate_python() +
+                        " -c 'import torch; x = torch.ones(1024, device=\"" + device +
+                        "\"); torch.cuda.synchronize(); assert float(x.sum()) == 1024' "
+                        ">/dev/null 2>&1";
+  return std::system(command.c_str()) == 0;
+}
+
 std::string counts(const std::map<std::string, int>& verdicts) {
   std::string out;
   for (const auto& [verdict, n] : verdicts)
@@ -175,41 +187,103 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   summary.build_seconds = since(started);
 
   started = Clock::now();
+  auto devices =
+      request.devices.empty() ? std::vector<std::string>{request.settings.device} : request.devices;
+  std::mutex lock;  // guards the queue, the summary, the broken-problem set and the log
   std::set<fs::path> broken_problems;
-  for (size_t i = 0; i < todo.size(); ++i) {
-    const auto& task = *todo[i];
-    if (broken_problems.count(task.problem.path)) continue;
-    EvalRequest eval = request.settings;
-    eval.problem = task.problem.path;
-    eval.candidate = task.candidate.path;
-    eval.torch_version = torch_version;
-    eval.progress = nullptr;  // one line per candidate, not per stage
-    Result result;
-    try {
-      result = evaluate(eval);
-    } catch (const UsageError& error) {
-      // A broken problem is no candidate's fault: nothing is stored, a rerun retries it.
-      log(fmt::format("problem {} cannot be evaluated: {}", task.problem.path.string(),
-                      error.what()));
-      broken_problems.insert(task.problem.path);
-      continue;
+  size_t next = 0, finished = 0;
+  auto worker = [&](const std::string& device) {
+    while (true) {
+      size_t i;
+      {
+        std::lock_guard guard(lock);
+        while (next < todo.size() && broken_problems.count(todo[next]->problem.path)) ++next;
+        if (next >= todo.size()) return;
+        i = next++;
+      }
+      const auto& task = *todo[i];
+      EvalRequest eval = request.settings;
+      eval.problem = task.problem.path;
+      eval.candidate = task.candidate.path;
+      eval.device = device;
+      eval.torch_version = torch_version;
+      eval.progress = nullptr;  // one line per candidate, not per stage
+      Result result;
+      try {
+        result = evaluate(eval);
+      } catch (const UsageError& error) {
+        // A broken problem is no candidate's fault: nothing is stored, a rerun retries it.
+        std::lock_guard guard(lock);
+        if (broken_problems.insert(task.problem.path).second) {
+          log(fmt::format("problem {} cannot be evaluated: {}", task.problem.path.string(),
+                          error.what()));
+        }
+        continue;
+      }
+      store::RowInfo info{keys[i],
+                          task.candidate.run,
+                          task.problem.name,
+                          task.candidate.level,
+                          task.candidate.problem_id,
+                          task.candidate.sample};
+      db.put(info, result.to_json());
+      bool healthy = true;
+      if (device.starts_with("cuda") &&
+          (result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout)) {
+        healthy = device_healthy(device);
+      }
+      std::lock_guard guard(lock);
+      ++summary.evaluated;
+      ++finished;
+      summary.verdicts[std::string(to_string(result.verdict))] += 1;
+      double per =
+          since(started) / static_cast<double>(finished) / static_cast<double>(devices.size());
+      log(fmt::format("[{}/{}] {} {} on {}: {} | {} | ETA {:.0f} s", finished, todo.size(),
+                      task.candidate.run, task.candidate.path.filename().string(), device,
+                      to_string(result.verdict), counts(summary.verdicts),
+                      per * static_cast<double>(todo.size() - finished)));
+      if (!healthy) {
+        log(
+            fmt::format("{} failed its health check after that candidate; no more work is "
+                        "sent to it in this run",
+                        device));
+        return;
+      }
     }
-    store::RowInfo info{keys[i],
-                        task.candidate.run,
-                        task.problem.name,
-                        task.candidate.level,
-                        task.candidate.problem_id,
-                        task.candidate.sample};
-    db.put(info, result.to_json());
-    ++summary.evaluated;
-    summary.verdicts[std::string(to_string(result.verdict))] += 1;
-    double per = since(started) / summary.evaluated;
-    log(fmt::format("[{}/{}] {} {}: {} | {} | ETA {:.0f} s", i + 1, todo.size(), task.candidate.run,
-                    task.candidate.path.filename().string(), to_string(result.verdict),
-                    counts(summary.verdicts), per * static_cast<double>(todo.size() - i - 1)));
-  }
+  };
+  std::vector<std::thread> threads;
+  for (const auto& device : devices) threads.emplace_back(worker, device);
+  for (auto& t : threads) t.join();
   summary.evaluation_seconds = since(started);
   return summary;
+}
+
+}  // namespace kbv::eval
+
+namespace kbv::eval {
+
+std::vector<std::string> parse_devices(const std::string& spec) {
+  std::vector<std::string> devices;
+  if (spec == "all") {
+    for (int i = 0; fs::exists("/dev/nvidia" + std::to_string(i)); ++i) {
+      devices.push_back("cuda:" + std::to_string(i));
+    }
+    if (devices.empty()) devices.push_back("cpu");
+    return devices;
+  }
+  size_t start = 0;
+  while (start <= spec.size()) {
+    auto end = spec.find(',', start);
+    auto item = spec.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!(item == "cpu" || item == "cuda" || (item.starts_with("cuda:") && item.size() > 5))) {
+      throw UsageError("--devices takes all, cpu, or a list such as cuda:0,cuda:1; not '" + item +
+                       "'");
+    }
+    devices.push_back(item);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return devices;
 }
 
 }  // namespace kbv::eval

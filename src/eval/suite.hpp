@@ -19,7 +19,14 @@ struct SuiteRequest {
   std::filesystem::path database;
   EvalRequest settings;  // device, protocol, size, timeouts...; problem and candidate are per task
   int build_jobs = 2;    // candidates built at once, ahead of evaluation
+  // One measurement worker per device, pulling from one queue. Empty: settings.device alone.
+  // The same device may be named twice ("cpu,cpu") to run two evaluations side by side.
+  std::vector<std::string> devices;
 };
+
+// "all" (every CUDA GPU the driver shows, else cpu), "cpu", or a comma-separated list such as
+// "cuda:0,cuda:1". Throws UsageError on anything else.
+std::vector<std::string> parse_devices(const std::string& spec);
 
 struct SuiteSummary {
   int tasks = 0;

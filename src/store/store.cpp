@@ -130,12 +130,14 @@ void Store::exec(const char* sql) const {
 }
 
 bool Store::has(const std::string& key) const {
+  std::lock_guard lock(mutex_);
   Statement q(db_, "SELECT 1 FROM results WHERE key = ?");
   q.bind(1, key);
   return q.step();
 }
 
 void Store::put(const RowInfo& info, const nlohmann::json& r) {
+  std::lock_guard lock(mutex_);
   Statement q(db_,
               "INSERT OR REPLACE INTO results (key, run, problem, level, problem_id, sample, "
               "problem_sha256, candidate_path, candidate_sha256, protocol, device, verdict, "
@@ -165,6 +167,7 @@ void Store::put(const RowInfo& info, const nlohmann::json& r) {
 }
 
 std::vector<nlohmann::json> Store::results() const {
+  std::lock_guard lock(mutex_);
   Statement q(db_,
               "SELECT result_json, run, problem, level, problem_id, sample, key, finished_at "
               "FROM results ORDER BY run, level, problem_id, problem, sample");
@@ -184,6 +187,7 @@ std::vector<nlohmann::json> Store::results() const {
 }
 
 int Store::count() const {
+  std::lock_guard lock(mutex_);
   Statement q(db_, "SELECT COUNT(*) FROM results");
   q.step();
   return std::stoi(q.text(0));

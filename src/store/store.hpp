@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -37,6 +38,7 @@ class Store {
 
  private:
   void exec(const char* sql) const;
+  mutable std::mutex mutex_;  // one connection, shared by the per-device evaluation threads
   sqlite3* db_ = nullptr;
   std::filesystem::path path_;
 };

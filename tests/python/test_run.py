@@ -115,3 +115,25 @@ def test_missing_folders_are_usage_errors(tmp_path):
         text=True,
     )
     assert done.returncode == 2 and "does not exist" in done.stderr
+
+
+@pytest.mark.e2e
+def test_two_fake_devices_give_the_same_verdicts(tmp_path, cache_dir):
+    """The multi-device scheduler on the CPU: two workers side by side (`--devices cpu,cpu`)
+    evaluate every task once, with the verdicts of a one-device run."""
+    candidates = make_suite(tmp_path)
+    one, two = tmp_path / "one.sqlite", tmp_path / "two.sqlite"
+    assert kbv_run(candidates, one, cache_dir=cache_dir).returncode == 0
+    done = kbv_run(candidates, two, "--devices", "cpu,cpu", cache_dir=cache_dir)
+    assert done.returncode == 0, done.stderr
+    assert rows(two) == rows(one)
+
+
+def test_bad_devices_spec_is_a_usage_error(tmp_path):
+    done = subprocess.run(
+        [kbv_binary(), "run", "--problems", str(PROBLEMS), "--candidates", str(tmp_path),
+         "--devices", "tpu:0"],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--devices" in done.stderr
