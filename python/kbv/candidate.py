@@ -4,6 +4,7 @@ reference output: it only ever sees inputs and parameters."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,12 @@ from .loading import WorkerError, construct, import_file, require
 
 class CandidateRole:
     def __init__(self) -> None:
+        # The orchestrator keys the build cache by content and device; this level adds the
+        # torch version, which only the worker knows, so no extension built against another
+        # torch is ever loaded.
+        base = os.environ.get("TORCH_EXTENSIONS_DIR")
+        if base:
+            os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(base, f"torch-{torch.__version__}")
         self.device = torch.device("cpu")
         self.model: torch.nn.Module | None = None
         self.mapping: dict[str, str] = {}
@@ -48,6 +55,8 @@ class CandidateRole:
             "state_spec": params.spec(self.model),
             "persistent_bytes": measure.state_bytes(self.model),
             "numerics_changed": self._numerics_changes(),
+            "harness_tampered": self._harness_changes(),
+            "extension_functions": sorted(self.extensions.counts),
         }
 
     def cmd_import(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@
 #include "eval/evaluator.hpp"
 #include "eval/protocol.hpp"
 #include "eval/suite.hpp"
+#include "report/compare.hpp"
 #include "report/export.hpp"
 #include "report/summary.hpp"
 #include "store/store.hpp"
@@ -174,6 +175,21 @@ int main(int argc, char** argv) {
   exporter->add_option("--out,-o", export_out,
                        "jsonl: a file (default stdout); kernelbench: a folder (required)");
 
+  std::string report_db, report_format = "md", report_out, report_by = "run";
+  auto* reporter = app.add_subcommand("report",
+                                      "the figures researchers publish, from a run "
+                                      "database: md, json, csv or a self-contained html");
+  reporter->add_option("database", report_db, "the run database")->required();
+  std::string compare_a, compare_b;
+  auto* comparer = app.add_subcommand("compare", "two run databases side by side");
+  comparer->add_option("a", compare_a, "first run database")->required();
+  comparer->add_option("b", compare_b, "second run database")->required();
+  for (auto* cmd : {reporter, comparer}) {
+    cmd->add_option("--format", report_format, "md (default), json, csv or html");
+    cmd->add_option("--out,-o", report_out, "write here instead of standard output");
+    cmd->add_option("--by", report_by, "group tables by run (default), model or level");
+  }
+
   suite.database = "results.sqlite";
   suite.build_jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   try {
@@ -199,6 +215,40 @@ int main(int argc, char** argv) {
       suite.settings = run_options.request;
       if (!devices.empty()) suite.devices = kbv::eval::parse_devices(devices);
       return run_suite(suite);
+    }
+    if (reporter->parsed() || comparer->parsed()) {
+      auto format = kbv::report::parse_format(report_format);
+      auto by = kbv::report::parse_group_by(report_by);
+      if (!format || !by) {
+        fmt::print(stderr, "kbv: --format takes md, json, csv or html; --by run, model or level\n");
+        return kExitUsage;
+      }
+      std::string text;
+      if (reporter->parsed()) {
+        if (!fs::exists(report_db)) {
+          fmt::print(stderr, "kbv: database {} does not exist\n", report_db);
+          return kExitUsage;
+        }
+        text = kbv::report::render(
+            kbv::report::build_report(kbv::store::Store(report_db).results()), *format, *by);
+      } else {
+        for (const auto& db : {compare_a, compare_b}) {
+          if (!fs::exists(db)) {
+            fmt::print(stderr, "kbv: database {} does not exist\n", db);
+            return kExitUsage;
+          }
+        }
+        auto comparison = kbv::report::compare(
+            kbv::store::Store(compare_a).results(), kbv::store::Store(compare_b).results(), {},
+            fs::path(compare_a).stem().string(), fs::path(compare_b).stem().string());
+        text = kbv::report::render(comparison, *format, *by);
+      }
+      if (report_out.empty()) {
+        fmt::print("{}", text);
+      } else {
+        write_atomically(report_out, text);
+      }
+      return 0;
     }
     if (!fs::exists(export_db)) {
       fmt::print(stderr, "kbv: database {} does not exist\n", export_db);

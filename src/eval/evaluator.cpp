@@ -100,9 +100,10 @@ class Evaluation {
           fmt::format("candidate file {} does not exist", request_.candidate.string()));
     }
     secret_ = random_secret();
+    // Both workers start (and import torch) side by side.
     start_reference();
+    start_candidate();
     json problem = load_problem();
-    start_candidate(problem);
     cand_->send({{"cmd", "load_candidate"},
                  {"candidate", fs::absolute(request_.candidate).string()},
                  {"device", request_.device},
@@ -198,12 +199,8 @@ class Evaluation {
     ref_ = std::make_unique<WorkerProcess>(options);
   }
 
-  void start_candidate(const json& problem) {
-    auto torch_version = request_.torch_version.empty()
-                             ? problem["environment"].value("torch", std::string("unknown"))
-                             : request_.torch_version;
-    fs::path cache =
-        extension_cache_dir(request_.cache_dir, request_.candidate, torch_version, request_.device);
+  void start_candidate() {
+    fs::path cache = extension_cache_dir(request_.cache_dir, request_.candidate, request_.device);
     fs::create_directories(cache);
     fs::create_directories(run_dir_ / "scratch");
     orchestrate::WorkerOptions options;

@@ -33,12 +33,11 @@ struct EvalRequest {
   std::chrono::seconds compile_timeout{900};
   std::chrono::seconds call_timeout{120};
   std::filesystem::path cache_dir;  // build cache of candidate extensions, keyed by content
-  std::string torch_version;        // the workers' torch; empty: learnt from the reference
   std::filesystem::path work_dir;   // where run directories are made (default: temp dir)
   bool keep_work_dir = false;
   bool sandbox = true;
   unsigned long long max_host_memory_bytes = 16ULL << 30;  // candidate heap cap (CPU device)
-  std::function<void(const std::string&)> progress;  // one line per stage
+  std::function<void(const std::string&)> progress;        // one line per stage
 };
 
 Result evaluate(const EvalRequest& request);

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -21,9 +20,9 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 fs::path extension_cache_dir(const fs::path& cache_root, const fs::path& candidate,
-                             const std::string& torch_version, const std::string& device) {
+                             const std::string& device) {
   return cache_root / "torch_extensions" /
-         fmt::format("{}-torch{}-{}", sha256_file(candidate).substr(0, 24), torch_version,
+         fmt::format("{}-{}", sha256_file(candidate).substr(0, 24),
                      device.starts_with("cuda") ? "cuda" : "cpu");
 }
 
@@ -31,18 +30,6 @@ namespace {
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// The interpreter's torch version, asked once per run (it keys the build cache).
-std::string probe_torch_version(const std::string& python) {
-  std::string command = python + " -c 'import torch; print(torch.__version__)' 2>/dev/null";
-  std::unique_ptr<FILE, decltype(&pclose)> pipe(popen(command.c_str(), "r"), &pclose);
-  if (!pipe) return "unknown";
-  std::array<char, 128> line{};
-  std::string out;
-  while (fgets(line.data(), line.size(), pipe.get())) out += line.data();
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out.empty() ? "unknown" : out;
 }
 
 // Everything besides the two files' content that changes a result.
@@ -61,12 +48,12 @@ json settings_of(const EvalRequest& r) {
 // the worker only imports the file, which compiles its extensions into the content-keyed cache.
 // A failed build is not an error here: the evaluation reports it as compile_error.
 void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const SuiteRequest& request,
-                 const std::string& torch_version, fs::path scratch) {
+                 fs::path scratch) {
   std::deque<const orchestrate::Task*> queue;
   std::set<fs::path> seen;
   for (const auto* t : tasks) {
-    auto dir = extension_cache_dir(request.settings.cache_dir, t->candidate.path, torch_version,
-                                   request.settings.device);
+    auto dir =
+        extension_cache_dir(request.settings.cache_dir, t->candidate.path, request.settings.device);
     if (seen.insert(dir).second) queue.push_back(t);
   }
   struct Running {
@@ -89,7 +76,7 @@ void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const Suite
       options.working_directory = dir;
       options.log_file = dir / "build.log";
       auto cache = extension_cache_dir(request.settings.cache_dir, task->candidate.path,
-                                       torch_version, request.settings.device);
+                                       request.settings.device);
       fs::create_directories(cache);
       options.environment = {{"TORCH_EXTENSIONS_DIR", cache.string()},
                              {"TMPDIR", dir.string()},
@@ -176,12 +163,11 @@ SuiteSummary run_suite(const SuiteRequest& request) {
                   request.database.string(), todo.size()));
   if (todo.empty()) return summary;
 
-  auto torch_version = probe_torch_version(orchestrate::locate_python());
   auto scratch_root =
       request.settings.work_dir.empty() ? fs::temp_directory_path() : request.settings.work_dir;
   auto scratch = scratch_root / fmt::format("kbv-build-{}", ::getpid());
   auto started = Clock::now();
-  build_ahead(todo, request, torch_version, scratch);
+  build_ahead(todo, request, scratch);
   std::error_code ec;
   fs::remove_all(scratch, ec);
   summary.build_seconds = since(started);
@@ -206,7 +192,6 @@ SuiteSummary run_suite(const SuiteRequest& request) {
       eval.problem = task.problem.path;
       eval.candidate = task.candidate.path;
       eval.device = device;
-      eval.torch_version = torch_version;
       eval.progress = nullptr;  // one line per candidate, not per stage
       Result result;
       try {

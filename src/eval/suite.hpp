@@ -40,12 +40,11 @@ struct SuiteSummary {
 // Progress goes to `request.settings.progress` as one line per event.
 SuiteSummary run_suite(const SuiteRequest& request);
 
-// The build cache folder a candidate's extensions go to (TORCH_EXTENSIONS_DIR): keyed by its
-// content, the torch version and the device kind, so nothing is built twice and nothing stale
-// is loaded.
+// The build cache folder a candidate's extensions go to: keyed by its content and the device
+// kind; the worker adds a `torch-<version>` level below it (it alone knows the version), so
+// nothing is built twice and nothing built against another torch is loaded.
 std::filesystem::path extension_cache_dir(const std::filesystem::path& cache_root,
                                           const std::filesystem::path& candidate,
-                                          const std::string& torch_version,
                                           const std::string& device);
 
 }  // namespace kbv::eval

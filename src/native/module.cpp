@@ -2,6 +2,7 @@
 // shares is torch's) and then this module.
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -10,6 +11,9 @@
 #include <stdexcept>
 
 #include "native/cpu_timer.h"
+#include "native/memtrace.h"
+#include "native/memtrace_peak.h"
+#include "native/nvml_probe.h"
 #include "native/rss.h"
 
 #if KBV_NATIVE_CUDA
@@ -72,6 +76,132 @@ void ReleaseScratchBinding() {
 #endif
 }
 
+// ---- memory tracer ----------------------------------------------------------------------------
+
+nb::dict PeakDict(const PeakResult& peak) {
+  nb::dict out;
+  out["peak_bytes"] = peak.peak_bytes;
+  out["peak_timestamp_ns"] = peak.peak_timestamp_ns;
+  out["allocated_bytes"] = peak.allocated_bytes;
+  out["freed_bytes"] = peak.freed_bytes;
+  out["live_at_exit_bytes"] = peak.live_at_exit_bytes;
+  out["allocations"] = peak.allocations;
+  out["frees"] = peak.frees;
+  out["untracked_frees"] = peak.untracked_frees;
+  out["duplicate_allocs"] = peak.duplicate_allocs;
+  out["by_source"] = peak.by_source_at_peak;
+  out["by_source_allocated"] = peak.by_source_allocated;
+  out["by_source_live_at_exit"] = peak.by_source_live_at_exit;
+  return out;
+}
+
+// events: an iterable of (timestamp_ns, address, bytes, source) or (timestamp_ns, address, bytes,
+// source, space); bytes > 0 allocates, bytes < 0 releases the block at that address (its size is
+// the one it was allocated with), 0 is ignored.
+nb::dict PeakFromEventsBinding(const nb::iterable& events) {
+  std::vector<MemEvent> parsed;
+  for (nb::handle item : events) {
+    const std::size_t n = nb::len(item);
+    if (n != 4 && n != 5) {
+      throw nb::value_error(
+          "each event is (timestamp_ns, address, bytes, source[, space]), bytes < 0 for a release");
+    }
+    const auto timestamp = nb::cast<std::int64_t>(item[0]);
+    const auto address = nb::cast<std::uint64_t>(item[1]);
+    const auto bytes = nb::cast<std::int64_t>(item[2]);
+    if (timestamp < 0) throw nb::value_error("timestamp_ns must be >= 0");
+    if (bytes == 0) continue;
+    MemEvent event;
+    event.timestamp_ns = static_cast<std::uint64_t>(timestamp);
+    event.key = address;
+    event.op = bytes > 0 ? MemEvent::Op::kAlloc : MemEvent::Op::kFree;
+    event.bytes = bytes > 0 ? bytes : -bytes;
+    event.source = nb::cast<std::string>(item[3]);
+    if (n == 5) event.space = nb::cast<std::uint8_t>(item[4]);
+    parsed.push_back(std::move(event));
+  }
+  return PeakDict(PeakFromEvents(std::move(parsed)));
+}
+
+nb::dict MemoryTraceSummary(const MemoryTrace& trace) {
+  const MemoryTraceResult& r = trace.result();
+  nb::dict out = PeakDict(r.peak);
+  out["available"] = trace.available();
+  out["why_unavailable"] = trace.why_unavailable();
+  out["completed"] = trace.completed();
+  out["valid"] = trace.valid();
+  out["device"] = trace.device();
+  out["peak_excluding_torch_bytes"] = r.peak_excluding_torch_bytes;
+  out["records"] = r.records;
+  out["dropped"] = r.dropped;
+  out["record_errors"] = r.record_errors;
+  out["memory_records"] = r.memory_records;
+  out["other_device_records"] = r.other_device_records;
+  out["host_allocated_bytes"] = r.host_allocated_bytes;
+  out["tracer_allocated_bytes"] = r.tracer_allocated_bytes;
+  out["attribution"] = r.attribution;
+  out["by_library_allocated"] = r.by_library_allocated;
+  out["pool_records"] = r.pool_records;
+  out["pool_peak_size_bytes"] = r.pool_peak_size_bytes;
+  out["pool_peak_utilized_bytes"] = r.pool_peak_utilized_bytes;
+  out["vmm_events"] = r.vmm_events;
+  out["vmm_maps"] = r.vmm_maps;
+  out["vmm_counted_via"] = r.vmm_counted_via;
+  out["local_memory_bytes"] = r.local_memory_bytes;
+  out["local_memory_above_default_bytes"] = r.local_memory_above_default_bytes;
+  out["local_memory_reserved_bytes"] = r.local_memory_reserved_bytes;
+  out["local_memory_per_thread_max"] = r.local_memory_per_thread_max;
+  out["stack_limit_before"] = r.stack_limit_before;
+  out["stack_limit_after"] = r.stack_limit_after;
+  out["thread_capacity"] = r.thread_capacity;
+  out["kernels"] = r.kernels;
+  out["start_ns"] = r.start_ns;
+  out["end_ns"] = r.end_ns;
+  out["notes"] = r.notes;
+  out["cupti_library"] = MemoryTrace::CuptiLibrary();
+  return out;
+}
+
+nb::dict CuptiInitBinding() {
+  CuptiStatus status;
+  {
+    nb::gil_scoped_release no_gil;
+    status = InitializeCupti();
+  }
+  nb::dict out;
+  out["error"] = status.error;
+  out["library"] = status.library;
+  out["version"] = status.version;
+  out["allocation_source"] = status.allocation_source;
+  out["callbacks"] = status.callbacks;
+  out["notes"] = status.notes;
+  return out;
+}
+
+nb::dict NvmlSampleBinding(int device) {
+  NvmlSample sample;
+  {
+    nb::gil_scoped_release no_gil;
+    sample = SampleNvml(device);
+  }
+  auto opt = [](const auto& value) -> nb::object { return value ? nb::cast(*value) : nb::none(); };
+  nb::dict out;
+  out["device"] = device;
+  out["name"] = sample.name;
+  out["pci_bus_id"] = sample.pci_bus_id;
+  out["matched_by"] = sample.matched_by;
+  out["sm_clock_mhz"] = opt(sample.sm_clock_mhz);
+  out["sm_clock_max_mhz"] = opt(sample.sm_clock_max_mhz);
+  out["mem_clock_mhz"] = opt(sample.mem_clock_mhz);
+  out["temperature_c"] = opt(sample.temperature_c);
+  out["power_w"] = opt(sample.power_w);
+  out["power_limit_w"] = opt(sample.power_limit_w);
+  out["throttle_reasons"] = opt(sample.throttle_reasons);
+  out["throttle_reason_names"] = sample.throttle_reason_names;
+  out["errors"] = sample.errors;
+  return out;
+}
+
 }  // namespace
 }  // namespace kbv::native
 
@@ -122,4 +252,83 @@ NB_MODULE(kbv_native, m) {
       .def_prop_ro("baseline_bytes", &PeakRss::baseline_bytes)
       .def_prop_ro("peak_bytes", &PeakRss::peak_bytes)
       .def_prop_ro("method", &PeakRss::method);
+
+  m.def("_peak_from_events", &PeakFromEventsBinding, "events"_a,
+        "The tracer's accounting on its own (no CUDA): events are (timestamp_ns, address, bytes, "
+        "source[, space]) with bytes > 0 an allocation and bytes < 0 a release of the block at "
+        "that address. Sorted by time (allocations before releases at equal timestamps); "
+        "releases of blocks not allocated in the list are ignored. Returns a dict: peak_bytes, "
+        "allocated_bytes, freed_bytes, live_at_exit_bytes, by_source (live bytes per source at "
+        "the peak), by_source_allocated, by_source_live_at_exit, untracked_frees, "
+        "duplicate_allocs, ...");
+
+  m.def("_cupti_init", &CuptiInitBinding,
+        "Load and initialise CUPTI now (the first MemoryTrace does it otherwise; the outcome is "
+        "kept for the process). Returns error ('' when usable), library, version, "
+        "allocation_source, callbacks, notes. Diagnostic.");
+
+  m.def("_classify_allocation_source", &ClassifyAllocationSource, "path"_a,
+        "The by_source label for an allocating shared object's path.");
+
+  m.def("_decode_throttle_reasons", &DecodeThrottleReasons, "mask"_a,
+        "Names of the bits set in an NVML clocks-event-reasons mask.");
+
+  m.def("nvml_sample", &NvmlSampleBinding, "device"_a,
+        "NVML snapshot of CUDA device `device`: sm_clock_mhz, sm_clock_max_mhz, mem_clock_mhz, "
+        "temperature_c, power_w, power_limit_w, throttle_reasons (bitmask), "
+        "throttle_reason_names, name, pci_bus_id, matched_by, errors (queries that failed; their "
+        "fields are None). RuntimeError when NVML is not there or the build has no CUDA.");
+
+  nb::class_<MemoryTrace>(
+      m, "MemoryTrace",
+      "Context manager around one forward call: every device allocation and release CUPTI sees "
+      "(cudaMalloc/cuMemAlloc, async pools, VMM, library allocations), counted from 0 at "
+      "__enter__. Synchronise the device before leaving the block. When CUPTI cannot be used "
+      "(missing, refused, no GPU) the block still runs and `available` is False with "
+      "`why_unavailable`. RuntimeError at construction in a build without CUDA.")
+      .def(nb::init<int>(), "device"_a)
+      .def(
+          "__enter__",
+          [](MemoryTrace& self) -> MemoryTrace& {
+            self.Enter();
+            return self;
+          },
+          nb::rv_policy::reference)
+      .def("__exit__",
+           [](MemoryTrace& self, nb::args) {
+             {
+               nb::gil_scoped_release no_gil;
+               self.Exit();
+             }
+             return false;  // never swallow an exception raised in the block
+           })
+      .def_prop_ro("available", &MemoryTrace::available)
+      .def_prop_ro("why_unavailable", &MemoryTrace::why_unavailable)
+      .def_prop_ro("completed", &MemoryTrace::completed)
+      .def_prop_ro("valid", &MemoryTrace::valid,
+                   "completed, no dropped record, no corrupt buffer, no missing release")
+      .def_prop_ro("device", &MemoryTrace::device)
+      .def_prop_ro("peak_bytes", [](const MemoryTrace& t) { return t.result().peak.peak_bytes; })
+      .def_prop_ro("allocated_bytes",
+                   [](const MemoryTrace& t) { return t.result().peak.allocated_bytes; })
+      .def_prop_ro("freed_bytes", [](const MemoryTrace& t) { return t.result().peak.freed_bytes; })
+      .def_prop_ro("live_at_exit_bytes",
+                   [](const MemoryTrace& t) { return t.result().peak.live_at_exit_bytes; })
+      .def_prop_ro("peak_excluding_torch_bytes",
+                   [](const MemoryTrace& t) { return t.result().peak_excluding_torch_bytes; })
+      .def_prop_ro(
+          "by_source", [](const MemoryTrace& t) { return t.result().peak.by_source_at_peak; },
+          "live bytes per allocation source at the moment of the peak (sums to "
+          "peak_bytes)")
+      .def_prop_ro("by_source_allocated",
+                   [](const MemoryTrace& t) { return t.result().peak.by_source_allocated; })
+      .def_prop_ro("attribution", [](const MemoryTrace& t) { return t.result().attribution; })
+      .def_prop_ro("local_memory_bytes",
+                   [](const MemoryTrace& t) { return t.result().local_memory_bytes; })
+      .def_prop_ro("records", [](const MemoryTrace& t) { return t.result().records; })
+      .def_prop_ro("dropped", [](const MemoryTrace& t) { return t.result().dropped; })
+      .def_prop_ro("notes", [](const MemoryTrace& t) { return t.result().notes; })
+      .def("summary", &MemoryTraceSummary, "Every figure of the trace as a dict.")
+      .def_static("cupti_library", &MemoryTrace::CuptiLibrary,
+                  "Path of the libcupti in use ('' before the first trace or when none loaded).");
 }

@@ -136,6 +136,15 @@ bool Store::has(const std::string& key) const {
   return q.step();
 }
 
+namespace {
+// A member of a result object, or an empty object: rows are written even from partial results.
+const nlohmann::json& part(const nlohmann::json& r, const char* key) {
+  static const nlohmann::json empty = nlohmann::json::object();
+  auto it = r.find(key);
+  return it != r.end() && it->is_object() ? *it : empty;
+}
+}  // namespace
+
 void Store::put(const RowInfo& info, const nlohmann::json& r) {
   std::lock_guard lock(mutex_);
   Statement q(db_,
@@ -149,13 +158,13 @@ void Store::put(const RowInfo& info, const nlohmann::json& r) {
   q.bind(4, info.level);
   q.bind(5, info.problem_id);
   q.bind(6, info.sample);
-  q.bind(7, r["problem"].value("sha256", std::string()));
-  q.bind(8, r["candidate"].value("path", std::string()));
-  q.bind(9, r["candidate"].value("sha256", std::string()));
-  q.bind(10, r["protocol"].value("name", std::string()));
-  q.bind(11, r["environment"].value("device", std::string()));
-  q.bind(12, r["verdict"].get<std::string>());
-  q.bind(13, r["reason"].get<std::string>());
+  q.bind(7, part(r, "problem").value("sha256", std::string()));
+  q.bind(8, part(r, "candidate").value("path", std::string()));
+  q.bind(9, part(r, "candidate").value("sha256", std::string()));
+  q.bind(10, part(r, "protocol").value("name", std::string()));
+  q.bind(11, part(r, "environment").value("device", std::string()));
+  q.bind(12, r.value("verdict", std::string("unknown")));
+  q.bind(13, r.value("reason", std::string()));
   q.bind_number(14, speedup_value(r, "vs_tf32"));
   q.bind_number(15, speedup_value(r, "vs_fp32"));
   q.bind_number(16, r.value("memory", nlohmann::json()).is_object()

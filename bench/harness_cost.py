@@ -1,0 +1,32 @@
+"""Where the harness's time goes: per evaluated candidate, the wall time of each stage
+(reference draws and golden outputs, candidate build and import, correctness, measurement),
+read from a `kbv run` database. Usage: python3 bench/harness_cost.py results.sqlite"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+import sys
+
+STAGES = ("reference", "candidate_load", "correctness", "measurement", "total")
+
+
+def main() -> None:
+    with sqlite3.connect(sys.argv[1]) as con:
+        results = [json.loads(row[0]) for row in con.execute("SELECT result_json FROM results")]
+    print(f"{len(results)} results")
+    print("| stage | median s | mean s | max s | total s |")
+    print("|---|---|---|---|---|")
+    for stage in STAGES:
+        values = [r["durations_s"].get(stage, 0.0) for r in results]
+        if not values:
+            continue
+        print(
+            f"| {stage} | {statistics.median(values):.2f} | {statistics.mean(values):.2f} "
+            f"| {max(values):.2f} | {sum(values):.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

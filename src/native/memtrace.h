@@ -1,0 +1,136 @@
+// MemoryTrace: every device allocation and release during one forward call, from CUPTI's activity
+// records (MEMORY2: cudaMalloc/cuMemAlloc, the async pools, library allocations; MEMORY_POOL: pool
+// creation and trimming; CONCURRENT_KERNEL: local-memory reservations) plus driver callbacks for
+// VMM physical allocations (cuMemCreate/cuMemRelease) where MEMORY2 does not report them.
+//
+// libcupti is loaded with dlopen at the first __enter__ (the copy torch already loaded when there
+// is one), so a machine without it gets `available == false` and a reason, never an import error.
+// This header needs no CUDA: a build without CUDA compiles it and the constructor throws.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "native/memtrace_peak.h"
+
+namespace kbv::native {
+
+struct MemoryTraceResult {
+  PeakResult peak;
+  // The same running peak over every source but "torch" (PyTorch's caching allocator): add it to
+  // torch.cuda.max_memory_allocated's growth when the caching allocator is on (CUPTI then sees the
+  // cache's segments, not tensors). An upper bound of the true joint peak.
+  std::int64_t peak_excluding_torch_bytes = 0;
+  // Activity records CUPTI delivered while the trace was active (every kind, before the filter on
+  // time window and device), and records CUPTI reports as dropped (buffers full or not given).
+  std::int64_t records = 0;
+  std::int64_t dropped = 0;
+  // Records cuptiActivityGetNextRecord could not parse (a corrupt buffer); must be 0.
+  std::int64_t record_errors = 0;
+  std::int64_t memory_records = 0;        // MEMORY2 records counted (this device, in the window)
+  std::int64_t other_device_records = 0;  // MEMORY2 records of other devices (not counted)
+  std::int64_t host_allocated_bytes = 0;  // pinned/pageable host allocations (not counted)
+  // Device bytes libcupti itself allocated during the block (not counted in the peak).
+  std::int64_t tracer_allocated_bytes = 0;
+  // "library" when CUPTI named the allocating shared object for at least one record, else
+  // "memory_kind" (by_source keys are then "kind:<memory kind>").
+  std::string attribution = "memory_kind";
+  // Per shared-object basename (only when attribution == "library"): bytes allocated.
+  std::map<std::string, std::int64_t> by_library_allocated;
+
+  // Asynchronous pools (cudaMallocAsync / cuMemAllocAsync): the largest pool size and utilised
+  // size any record reported during the block, and MEMORY_POOL records (created/trimmed/destroyed).
+  std::int64_t pool_records = 0;
+  std::int64_t pool_peak_size_bytes = 0;
+  std::int64_t pool_peak_utilized_bytes = 0;
+
+  // VMM (cuMemCreate/cuMemRelease seen by driver callbacks): how many, and whether they were
+  // counted from the callbacks ("callback"), already covered by MEMORY2 ("memory2"), or not seen
+  // ("none"; also when callbacks were unavailable, see notes).
+  std::int64_t vmm_events = 0;
+  std::int64_t vmm_maps = 0;
+  std::string vmm_counted_via = "none";
+
+  // Local memory (per-thread stack) reservation. The context reserves stack_limit bytes for every
+  // thread the device can hold (SMs x max threads per SM); a kernel that needs more makes the
+  // driver grow it, and it stays grown. local_memory_bytes is that growth during the block:
+  // (max(stack limit after, largest per-thread local memory of a kernel in the block) - stack
+  // limit before) x thread capacity, or 0.
+  std::int64_t local_memory_bytes = 0;
+  // The reservation in effect at the end of the block above CUDA's default 1 KiB stack per thread:
+  // (max(stack limit after, per-thread max) - 1024) x thread capacity. Unlike local_memory_bytes it
+  // does not read 0 on a warm call whose reservation grew during warm-up.
+  std::int64_t local_memory_above_default_bytes = 0;
+  std::int64_t local_memory_reserved_bytes = 0;  // largest localMemoryTotal of a kernel record
+  std::int64_t local_memory_per_thread_max = 0;  // largest localMemoryPerThread of a kernel record
+  std::int64_t stack_limit_before = -1;          // bytes per thread; -1 when unknown
+  std::int64_t stack_limit_after = -1;
+  std::int64_t thread_capacity = 0;  // SMs x max resident threads per SM
+  std::int64_t kernels = 0;          // kernel records in the block on this device
+
+  std::uint64_t start_ns = 0;  // CUPTI timestamps of __enter__ and __exit__
+  std::uint64_t end_ns = 0;
+  std::vector<std::string> notes;  // what was not available or looked wrong
+};
+
+class MemoryTrace {
+ public:
+  // Throws std::runtime_error in a build without CUDA.
+  explicit MemoryTrace(int device);
+  MemoryTrace(const MemoryTrace&) = delete;
+  MemoryTrace& operator=(const MemoryTrace&) = delete;
+  ~MemoryTrace();
+
+  // Starts the trace. Never throws for a missing or refused CUPTI, a missing GPU or device: the
+  // trace is then unavailable (available() false, why_unavailable() says why). Throws
+  // std::runtime_error only for misuse: entering twice, or while another MemoryTrace is active.
+  void Enter();
+  // Ends the trace: flushes CUPTI's buffers and computes the figures. Touches no Python object (the
+  // caller may release the GIL). The caller synchronises the device before this.
+  void Exit();
+
+  int device() const { return device_; }
+  bool available() const { return available_; }
+  const std::string& why_unavailable() const { return why_unavailable_; }
+  // True after Exit() of an available trace.
+  bool completed() const { return completed_; }
+  // completed, nothing dropped, no corrupt record, no duplicate allocation.
+  bool valid() const;
+  const MemoryTraceResult& result() const { return result_; }
+  // The libcupti that was loaded (empty before the first Enter or when none was).
+  static std::string CuptiLibrary();
+
+ private:
+  int device_ = 0;
+  bool entered_ = false;
+  bool active_ = false;  // this object owns the process-wide tracer state
+  bool available_ = false;
+  bool completed_ = false;
+  bool pool_enabled_ = false;       // MEMORY_POOL activity enabled by this trace
+  bool kernel_enabled_ = false;     // CONCURRENT_KERNEL activity enabled by this trace
+  bool callbacks_enabled_ = false;  // VMM driver callbacks enabled by this trace
+  bool source_enabled_ = false;     // allocation-source tracking switched on by this trace
+  std::string why_unavailable_ = "the trace has not been entered";
+  MemoryTraceResult result_;
+};
+
+// Loads and initialises CUPTI for this process if not done yet (what the first Enter does), and
+// says how that went: "" or why CUPTI is unusable. A diagnostic; Enter calls it itself.
+struct CuptiStatus {
+  std::string error;
+  std::string library;
+  std::uint32_t version = 0;
+  bool allocation_source = false;
+  bool callbacks = false;
+  std::vector<std::string> notes;
+};
+CuptiStatus InitializeCupti();
+
+// The label the tracer files an allocation under, from the path CUPTI gives as its source: "torch",
+// "cublas", "cudnn", "triton", ..., "ext:<basename>" for another shared object (a candidate's
+// extension), "other:<basename>" for the rest. Exposed for tests.
+std::string ClassifyAllocationSource(const std::string& path);
+
+}  // namespace kbv::native

@@ -1,0 +1,216 @@
+#include "report/compare.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <tuple>
+
+#include "report/svg.hpp"
+#include "report/tables.hpp"
+
+namespace kbv::report {
+
+using nlohmann::json;
+
+namespace {
+
+using GroupId = std::tuple<std::string, std::string, std::string, std::string>;
+using TaskId = std::tuple<std::string, std::string, int, std::string, int>;
+
+std::map<GroupId, const Figures*> groups_of(const Report& r) {
+  std::map<GroupId, const Figures*> out;
+  const auto add = [&](const std::string& protocol, const char* by, const Group& g) {
+    out[{protocol, by, g.key, "all"}] = &g.figures;
+    if (g.best_of_n) out[{protocol, by, g.key, "best_of_n"}] = &*g.best_of_n;
+  };
+  for (const auto& s : r.sections) {
+    add(s.protocol, "overall", s.overall);
+    for (const auto& g : s.by_run) add(s.protocol, "run", g);
+    for (const auto& g : s.by_level) add(s.protocol, "level", g);
+  }
+  return out;
+}
+
+std::map<TaskId, std::string> verdicts_of(const Report& r) {
+  std::map<TaskId, std::string> out;
+  for (const auto& t : r.tasks) {
+    out[{t.protocol, t.run, t.level.value_or(-1), t.problem, t.sample.value_or(-1)}] = t.verdict;
+  }
+  return out;
+}
+
+json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+}  // namespace
+
+Comparison compare(const std::vector<json>& a, const std::vector<json>& b, const Options& options,
+                   std::string label_a, std::string label_b) {
+  Comparison c;
+  c.label_a = std::move(label_a);
+  c.label_b = std::move(label_b);
+  c.options = options;
+  const Report ra = build_report(a, options), rb = build_report(b, options);
+  const auto ga = groups_of(ra), gb = groups_of(rb);
+  std::map<GroupId, std::pair<const Figures*, const Figures*>> both;
+  for (const auto& [id, f] : ga) both[id].first = f;
+  for (const auto& [id, f] : gb) both[id].second = f;
+  // Overall groups first, then by run, then by level (the map orders by protocol first).
+  for (const char* by : {"overall", "run", "level"}) {
+    for (const auto& [id, pair] : both) {
+      const auto& [protocol, group_by, key, variant] = id;
+      if (group_by != by) continue;
+      GroupDiff g{protocol, group_by, key, variant, pair.first != nullptr, pair.second != nullptr,
+                  {}};
+      // Both reports share the options, so both sides list the same figures in one order; a
+      // side without the group has them all unset.
+      const auto sa = pair.first ? scalars(*pair.first) : decltype(scalars(Figures{})){};
+      const auto sb = pair.second ? scalars(*pair.second) : decltype(sa){};
+      const auto& names = pair.first ? sa : sb;
+      for (size_t i = 0; i < names.size(); ++i) {
+        FigureDiff d{names[i].first, i < sa.size() ? sa[i].second : std::nullopt,
+                     i < sb.size() ? sb[i].second : std::nullopt, std::nullopt};
+        if (d.a && d.b) d.diff = *d.b - *d.a;
+        g.figures.push_back(std::move(d));
+      }
+      c.groups.push_back(std::move(g));
+    }
+  }
+  const auto va = verdicts_of(ra), vb = verdicts_of(rb);
+  for (const auto& [id, verdict] : va) {
+    auto it = vb.find(id);
+    if (it == vb.end()) continue;
+    ++c.matched;
+    c.same_verdict += verdict == it->second ? 1 : 0;
+    c.correct_only_in_a += verdict == "correct" && it->second != "correct" ? 1 : 0;
+    c.correct_only_in_b += verdict != "correct" && it->second == "correct" ? 1 : 0;
+  }
+  return c;
+}
+
+json GroupDiff::to_json() const {
+  json figs = json::object();
+  for (const auto& f : figures) {
+    figs[f.name] = {{"a", opt(f.a)}, {"b", opt(f.b)}, {"diff", opt(f.diff)}};
+  }
+  return {{"protocol", protocol}, {"group_by", group_by}, {"group", key},   {"variant", variant},
+          {"in_a", in_a},         {"in_b", in_b},         {"figures", figs}};
+}
+
+json Comparison::to_json() const {
+  json gs = json::array();
+  for (const auto& g : groups) gs.push_back(g.to_json());
+  return {{"schema", "kbv.compare/1"},
+          {"a", label_a},
+          {"b", label_b},
+          {"groups", gs},
+          {"candidates",
+           {{"matched", matched},
+            {"same_verdict", same_verdict},
+            {"correct_only_in_a", correct_only_in_a},
+            {"correct_only_in_b", correct_only_in_b}}}};
+}
+
+namespace {
+
+using tables::Table;
+
+Table diff_table(const Comparison& c, const GroupDiff& g) {
+  Table t{{"figure", c.label_a, c.label_b, fmt::format("{} - {}", c.label_b, c.label_a)}, {}};
+  for (const auto& f : g.figures) {
+    t.rows.push_back({f.name, tables::compact(f.a), tables::compact(f.b),
+                      f.diff ? fmt::format("{:+.4g}", *f.diff) : tables::na()});
+  }
+  return t;
+}
+
+std::string title(const GroupDiff& g) {
+  std::string s = g.group_by == "overall" ? "all" : fmt::format("{} {}", g.group_by, g.key);
+  if (g.group_by == "level") s = g.key;
+  return fmt::format("protocol {}, {}{}", g.protocol, s,
+                     g.variant == "best_of_n" ? " (best of N)" : "");
+}
+
+bool shown(const GroupDiff& g, GroupBy by) {
+  return g.group_by == "overall" || g.group_by == (by == GroupBy::Run ? "run" : "level");
+}
+
+std::string candidates_line(const Comparison& c) {
+  return fmt::format(
+      "{} candidates in both (same protocol, run, level, problem, sample): {} with the same "
+      "verdict, {} correct only in {}, {} correct only in {}.",
+      c.matched, c.same_verdict, c.correct_only_in_a, c.label_a, c.correct_only_in_b, c.label_b);
+}
+
+std::string markdown(const Comparison& c, GroupBy by) {
+  std::string out =
+      fmt::format("# kbv compare: {} vs {}\n\n{}\n\n", c.label_a, c.label_b, candidates_line(c));
+  for (const auto& g : c.groups) {
+    if (!shown(g, by)) continue;
+    out += fmt::format("## {}\n\n", title(g)) + tables::markdown(diff_table(c, g));
+  }
+  return out;
+}
+
+std::string csv(const Comparison& c) {
+  std::string out = "protocol,group_by,group,variant,figure,a,b,diff\n";
+  const auto num = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:g}", *v) : std::string();
+  };
+  for (const auto& g : c.groups) {
+    for (const auto& f : g.figures) {
+      out +=
+          fmt::format("{},{},{},{},{},{},{},{}\n", tables::csv_field(g.protocol), g.group_by,
+                      tables::csv_field(g.key), g.variant, f.name, num(f.a), num(f.b), num(f.diff));
+    }
+  }
+  return out;
+}
+
+std::string html(const Comparison& c, GroupBy by) {
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<title>kbv compare</title>\n<style>\nbody{font-family:sans-serif;margin:2em;color:#222}\n"
+      "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}\n"
+      "th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}\n"
+      "th:first-child,td:first-child{text-align:left}\nth{background:#f3f3f3}\n</style>\n"
+      "</head>\n<body>\n";
+  out += fmt::format("<h1>kbv compare: {} vs {}</h1>\n<p>{}</p>\n", svg::escape(c.label_a),
+                     svg::escape(c.label_b), svg::escape(candidates_line(c)));
+  // One bar chart per protocol's overall figures: compiled, correct, fast_1 vs TF32.
+  for (const auto& g : c.groups) {
+    if (g.group_by != "overall" || g.variant != "all") continue;
+    std::vector<std::string> categories = {"compile_rate", "correct_rate", "fast_1_tf32"};
+    std::vector<std::vector<double>> values;
+    for (const auto& name : categories) {
+      values.emplace_back();
+      for (const auto& f : g.figures) {
+        if (f.name == name) values.back() = {f.a.value_or(0), f.b.value_or(0)};
+      }
+    }
+    out += fmt::format("<h2>protocol {}</h2>\n<figure>", svg::escape(g.protocol)) +
+           svg::bars(categories, {c.label_a, c.label_b}, values) + "</figure>\n";
+  }
+  for (const auto& g : c.groups) {
+    if (!shown(g, by)) continue;
+    out += fmt::format("<h3>{}</h3>\n", svg::escape(title(g))) + tables::html(diff_table(c, g));
+  }
+  return out + "</body>\n</html>\n";
+}
+
+}  // namespace
+
+std::string render(const Comparison& comparison, Format format, GroupBy by) {
+  switch (format) {
+    case Format::Markdown:
+      return markdown(comparison, by);
+    case Format::Json:
+      return comparison.to_json().dump(2) + "\n";
+    case Format::Csv:
+      return csv(comparison);
+    case Format::Html:
+      return html(comparison, by);
+  }
+  return "";
+}
+
+}  // namespace kbv::report

@@ -1,0 +1,46 @@
+// `kbv compare A.sqlite B.sqlite`: the same figures for two sets of results side by side, with
+// the difference B - A, group by group (matched by protocol and group key), and the verdicts of
+// the candidates both hold (matched by protocol, run, level, problem and sample).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/metrics.hpp"
+#include "report/render.hpp"
+
+namespace kbv::report {
+
+struct FigureDiff {
+  std::string name;                  // as in scalars()
+  std::optional<double> a, b, diff;  // diff = b - a when both are set
+};
+
+struct GroupDiff {
+  std::string protocol, group_by, key;  // group_by: "overall", "run" or "level"
+  std::string variant;                  // "all" or "best_of_n"
+  bool in_a = false, in_b = false;      // a side without the group has every figure unset
+  std::vector<FigureDiff> figures;
+  nlohmann::json to_json() const;
+};
+
+struct Comparison {
+  std::string label_a, label_b;
+  Options options;
+  std::vector<GroupDiff> groups;
+  int matched = 0;       // candidates in both
+  int same_verdict = 0;  // of those, same verdict on both sides
+  int correct_only_in_a = 0, correct_only_in_b = 0;
+  nlohmann::json to_json() const;
+};
+
+Comparison compare(const std::vector<nlohmann::json>& a, const std::vector<nlohmann::json>& b,
+                   const Options& options = {}, std::string label_a = "A",
+                   std::string label_b = "B");
+
+// Markdown and HTML list the overall group and the `by` groups; CSV (long: one row per group
+// and figure) and JSON hold every group.
+std::string render(const Comparison& comparison, Format format, GroupBy by = GroupBy::Run);
+
+}  // namespace kbv::report

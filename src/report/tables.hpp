@@ -1,0 +1,46 @@
+// Internal to src/report: the tables the Markdown and HTML renderings share (render.cpp,
+// compare.cpp), built once as text cells and written out in either form.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report/metrics.hpp"
+#include "report/render.hpp"
+
+namespace kbv::report::tables {
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+struct LabelledFigures {
+  std::string key;
+  const Figures* figures;
+};
+
+std::string na();                         // "n/a"
+std::string percent(int num, int den);    // "83.3% (5/6)", n/a when den == 0
+std::string estimate(const Estimate& e);  // "1.000 [0.800, 1.250]"
+std::string number(const std::optional<double>& v, int digits);
+std::string compact(const std::optional<double>& v);      // 4 significant digits: "13", "0.6667"
+std::string counts(const std::map<std::string, int>& m);  // "a: 1, b: 2"
+
+// The section's groups (by run or level) then the overall row; best: their best-of-N figures.
+std::vector<LabelledFigures> rows_of(const Section& s, GroupBy by, bool best);
+Table correctness(const std::vector<LabelledFigures>& rows, const std::string& first);
+Table speed(const std::vector<LabelledFigures>& rows, const std::string& first, bool tf32,
+            const std::vector<double>& fast_p);
+Table memory(const std::vector<LabelledFigures>& rows, const std::string& first, double band);
+Table protocols(const ProtocolComparison& pc);
+Table disagreement(const ProtocolComparison& pc);
+
+std::string markdown(const Table& t);
+std::string html(const Table& t);
+std::string csv_field(const std::string& s);
+
+}  // namespace kbv::report::tables
