@@ -10,7 +10,7 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   need=()
   for pkg in cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev \
              libssl-dev libsqlite3-dev \
-             clang-format; do
+             clang-format chromium; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
   done
   if [ ${#need[@]} -gt 0 ]; then

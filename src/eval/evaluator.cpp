@@ -181,7 +181,10 @@ class Evaluation {
             {"PYTHONDONTWRITEBYTECODE", "1"},
             // Large blocks come from and go back to the kernel, so the resident set tracks
             // live memory and CPU peaks are measurable.
-            {"MALLOC_MMAP_THRESHOLD_", "65536"}};
+            {"MALLOC_MMAP_THRESHOLD_", "65536"},
+            // Idle OpenMP threads sleep instead of spinning: the worker that is not being timed
+            // must not steal the cores of the one that is.
+            {"OMP_WAIT_POLICY", "PASSIVE"}};
   }
 
   void start_reference() {
