@@ -214,6 +214,14 @@ int main(int argc, char** argv) {
       }
       suite.settings = run_options.request;
       if (!devices.empty()) suite.devices = kbv::eval::parse_devices(devices);
+      if (!run_options.quiet && ::isatty(STDERR_FILENO)) {
+        // On a terminal the running counters (built n/N, [done/total] verdicts, ETA) rewrite one
+        // status line; everything else still gets a line of its own.
+        suite.settings.progress = [](const std::string& line) {
+          bool status = line.starts_with("[") || line.starts_with("built ");
+          fmt::print(stderr, "\r\033[K[kbv] {}{}", line, status ? "" : "\n");
+        };
+      }
       return run_suite(suite);
     }
     if (reporter->parsed() || comparer->parsed()) {

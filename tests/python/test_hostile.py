@@ -157,3 +157,17 @@ class ModelNew(nn.Module):
     require_isolation(evaluation)
     assert evaluation.verdict == "runtime_error"
     assert "MemoryError" in evaluation.result["reason"]
+
+
+@pytest.mark.e2e
+def test_no_other_process_is_visible(tmp_path, run_eval):
+    """The secret seed lives only in the reference worker's memory (never in a file, argv or
+    the environment); the candidate cannot even see that process, nor the orchestrator."""
+    body = """
+    VISIBLE = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    assert VISIBLE == [os.getpid()], VISIBLE
+    assert "KBV_SECRET" not in str(os.environ)
+    """
+    evaluation = run_eval(RELU, candidate(tmp_path, "seer", body))
+    require_isolation(evaluation)
+    assert evaluation.verdict == "correct", evaluation.result["reason"]
