@@ -4,6 +4,8 @@ reference output: it only ever sees inputs and parameters."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import time
 from pathlib import Path
@@ -42,7 +44,8 @@ class CandidateRole:
         self.extensions.install()
         self.harness = guards.HarnessSnapshot()
         started = time.monotonic()
-        module = import_file(request["candidate"], "candidate")
+        with _build_cache_lock():
+            module = import_file(request["candidate"], "candidate")
         import_seconds = time.monotonic() - started
         model_cls = require(module, "ModelNew", "compile_error", "the candidate")
         if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
@@ -63,7 +66,8 @@ class CandidateRole:
         """Only imports the candidate: builds its extensions into the content-keyed cache, so
         that `kbv run` can build many candidates in parallel ahead of device time."""
         started = time.monotonic()
-        import_file(request["candidate"], "candidate")
+        with _build_cache_lock():
+            import_file(request["candidate"], "candidate")
         return {"import_seconds": time.monotonic() - started}
 
     def cmd_set_mapping(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -199,3 +203,23 @@ def _write_into(targets: list, values: list) -> list:
         if isinstance(target, torch.Tensor):
             target.data.copy_(value)
     return [t if isinstance(t, torch.Tensor) else v for t, v in zip(targets, values, strict=True)]
+
+
+@contextlib.contextmanager
+def _build_cache_lock():
+    """Serialises imports of the same candidate content (same build-cache folder) across
+    processes. torch's own lock lets a second process wait for the first build and then load
+    its library; when that build failed there is no library, and the second process would
+    report a missing .so instead of the compiler's message. Under this lock it builds (and
+    fails) itself."""
+    folder = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not folder:
+        yield
+        return
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, ".kbv-build.lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -118,6 +118,10 @@ int run_suite(kbv::eval::SuiteRequest& suite) {
   fmt::print("{} tasks: {} evaluated now, {} already stored, {} files skipped\n", summary.tasks,
              summary.evaluated, summary.already_done, summary.unmatched.size());
   for (const auto& [verdict, n] : summary.verdicts) fmt::print("  {:<14} {}\n", verdict, n);
+  for (const auto& broken : summary.broken_problems) {
+    fmt::print("problem {} could not be evaluated (its candidates were skipped): {}\n",
+               broken.path.string(), broken.reason);
+  }
   fmt::print("build {:.1f} s, evaluation {:.1f} s; results in {}\n", summary.build_seconds,
              summary.evaluation_seconds, suite.database.string());
   return 0;

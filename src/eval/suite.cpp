@@ -200,6 +200,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
         // A broken problem is no candidate's fault: nothing is stored, a rerun retries it.
         std::lock_guard guard(lock);
         if (broken_problems.insert(task.problem.path).second) {
+          summary.broken_problems.push_back({task.problem.path, error.what()});
           log(fmt::format("problem {} cannot be evaluated: {}", task.problem.path.string(),
                           error.what()));
         }

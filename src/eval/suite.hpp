@@ -34,6 +34,9 @@ struct SuiteSummary {
   int evaluated = 0;
   std::map<std::string, int> verdicts;
   std::vector<orchestrate::Unmatched> unmatched;
+  // Problems the reference could not load or run: their tasks were not evaluated (nothing is
+  // stored, so a rerun retries them). Always reported, also in quiet mode.
+  std::vector<orchestrate::Unmatched> broken_problems;
   double build_seconds = 0, evaluation_seconds = 0;
 };
 
