@@ -11,5 +11,5 @@ class ModelNew(nn.Module):
         self.bias = nn.Parameter(torch.randn(bias_shape))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = (x.bfloat16() @ self.gemm.weight.bfloat16().t()).float()
-        return torch.relu(y + self.bias)
+        y = x.bfloat16() @ self.gemm.weight.bfloat16().t()
+        return torch.relu(y + self.bias.bfloat16()).float()

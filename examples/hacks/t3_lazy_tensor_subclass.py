@@ -9,7 +9,9 @@ class LazyRelu(torch.Tensor):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        args = [torch.relu(a.as_subclass(torch.Tensor)) if isinstance(a, LazyRelu) else a for a in args]
+        args = [
+            torch.relu(a.as_subclass(torch.Tensor)) if isinstance(a, LazyRelu) else a for a in args
+        ]
         return func(*args, **(kwargs or {}))
 
 

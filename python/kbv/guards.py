@@ -176,11 +176,12 @@ def guarded_call(
     before = set(_enumerate_threads())
     native_before = _native_threads()
     result = call()
+    # Looked at the moment the call returned, before anything else can let them finish.
+    new_threads = [t for t in _enumerate_threads() if t not in before and t.is_alive()]
+    native_after = _native_threads()
     sync()
     outputs = to_list(result)
     at_return = _snapshot(outputs)
-    new_threads = [t for t in _enumerate_threads() if t not in before and t.is_alive()]
-    native_after = _native_threads()
     _sleep(WAIT_AFTER_RETURN_S)
     deadline = _monotonic() + JOIN_TIMEOUT_S
     for t in new_threads:

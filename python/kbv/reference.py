@@ -68,13 +68,28 @@ class ReferenceRole:
         ][: request.get("timing_sets", 4)]
         if not self.timing_sets:
             self.timing_sets = [tensorio.load_inputs(Path(cases[0]["inputs"]), self.device)]
+        timing_inputs = [c["inputs"] for c in cases if c["family"] in request["timing_families"]][
+            : request.get("timing_sets", 4)
+        ] or [cases[0]["inputs"]]
+        # Golden outputs of the timing inputs under the state both sides are timed with (the
+        # initial one), so the outputs of timed calls can be judged too (T5, T6).
+        params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
+        timing_golden = []
+        for i, inputs in enumerate(self.timing_sets):
+            outputs = self._run_variants(inputs)
+            golden = {}
+            for variant in ("tf32", "fp32", "truth"):
+                golden.update(tensorio.output_tensors(variant, outputs[variant]))
+            path = directory / "golden" / f"timing-{i}.safetensors"
+            tensorio.save(path, golden, {"structure": outputs["structure"]})
+            timing_golden.append(
+                {"id": f"timing-{i}", "golden": str(path), "outputs": len(outputs["tf32"])}
+            )
         return {
             "cases": cases,
             "notes": notes,
-            "timing_inputs": [
-                c["inputs"] for c in cases if c["family"] in request["timing_families"]
-            ][: request.get("timing_sets", 4)]
-            or [cases[0]["inputs"]],
+            "timing_inputs": timing_inputs,
+            "timing_golden": timing_golden,
         }
 
     def cmd_time(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -105,6 +105,8 @@ def _dotted(node: ast.AST) -> str:
         parts.append(node.id)
     elif isinstance(node, ast.Call):
         parts.append(_dotted(node.func) + "()")
+    elif isinstance(node, ast.Subscript):
+        parts.append(_dotted(node.value) + "[]")
     else:
         return ""
     return ".".join(reversed(parts))
@@ -204,6 +206,10 @@ class _Scanner(ast.NodeVisitor):
     def _assigned(self, target: ast.AST, value: ast.AST, line: int) -> None:
         if isinstance(target, ast.Name):
             self.strings.setdefault(target.id, []).extend(_string_constants(value, self.strings))
+            # a name bound to a module found at run time (sys.modules, importlib)
+            source = self._resolve(_dotted(value.func if isinstance(value, ast.Call) else value))
+            if source.startswith(("sys.modules", "importlib.import_module")):
+                self.imported[target.id] = source
         elif isinstance(target, ast.Attribute):
             dotted = _dotted(target)
             resolved = self._resolve(dotted)

@@ -107,7 +107,7 @@ class Evaluation {
     cand_->send({{"cmd", "load_candidate"},
                  {"candidate", fs::absolute(request_.candidate).string()},
                  {"device", request_.device},
-                 {"init_inputs_path", (run_dir_ / "init_inputs.safetensors").string()}});
+                 {"init_inputs_path", init_inputs_path().string()}});
     // The reference draws every case while the candidate builds.
     auto t = Clock::now();
     progress("drawing input families and golden outputs");
@@ -202,6 +202,10 @@ class Evaluation {
     ref_ = std::make_unique<WorkerProcess>(options);
   }
 
+  // Inside inputs/: the candidate starts before the reference writes this file, and a directory
+  // bound into its sandbox shows files created later (a bound file would not exist yet).
+  fs::path init_inputs_path() const { return run_dir_ / "inputs" / "init_inputs.safetensors"; }
+
   void start_candidate() {
     fs::path cache = extension_cache_dir(request_.cache_dir, request_.candidate, request_.device);
     fs::create_directories(cache);
@@ -222,8 +226,7 @@ class Evaluation {
     auto& box = options.sandbox;
     box.enabled = request_.sandbox;
     box.private_root = run_dir_.parent_path();
-    box.exposed = {run_dir_ / "inputs", run_dir_ / "state", run_dir_ / "init_inputs.safetensors",
-                   fs::absolute(request_.candidate)};
+    box.exposed = {run_dir_ / "inputs", run_dir_ / "state", fs::absolute(request_.candidate)};
     box.writable = {run_dir_ / "candidate", run_dir_ / "scratch", cache};
     box.max_cpu_seconds = 3600 + static_cast<unsigned long long>(request_.compile_timeout.count());
     box.max_new_processes = 512;
@@ -237,12 +240,11 @@ class Evaluation {
 
   json load_problem() {
     progress("loading the problem");
-    auto response =
-        ref_->call({{"cmd", "load_problem"},
-                    {"problem", fs::absolute(request_.problem).string()},
-                    {"device", request_.device},
-                    {"init_inputs_path", (run_dir_ / "init_inputs.safetensors").string()}},
-                   request_.call_timeout);
+    auto response = ref_->call({{"cmd", "load_problem"},
+                                {"problem", fs::absolute(request_.problem).string()},
+                                {"device", request_.device},
+                                {"init_inputs_path", init_inputs_path().string()}},
+                               request_.call_timeout);
     require_reference(response, "loading the problem");
     const auto& r = response.result;
     result_.problem = {{"name", r["name"]},
@@ -323,9 +325,10 @@ class Evaluation {
   }
 
   // Any change of a global numerics flag is a warning (it is put back after every call). A
-  // change of a precision flag (TF32, reduced-precision reductions, default dtype) that comes
-  // back after being put back, i.e. one the forward itself keeps making, is a reject: it changes
-  // the candidate's own arithmetic behind the tolerance policy (E3).
+  // precision flag lowered below the baseline's TF32 (bf16 matmul precision, reduced-precision
+  // reductions, a half default dtype) again after being put back, i.e. one the forward itself
+  // keeps lowering, is a reject: it changes the candidate's own arithmetic behind the
+  // tolerance policy (E3). Raising precision (IEEE, "highest") is only ever a warning.
   void note_numerics(const json& response) {
     if (!response.contains("numerics_changed") || response["numerics_changed"].empty()) return;
     const auto& changed = response["numerics_changed"];
@@ -333,20 +336,24 @@ class Evaluation {
                      "the candidate changed global numerics settings (put back before any "
                      "measurement): " +
                          changed.dump());
-    static const std::set<std::string> precision = {"matmul_fp32_precision",
-                                                    "cudnn_conv_fp32_precision",
-                                                    "float32_matmul_precision",
-                                                    "matmul_allow_fp16_reduced_precision",
-                                                    "matmul_allow_bf16_reduced_precision",
-                                                    "default_dtype"};
-    bool touches_precision = false;
-    for (const auto& [key, value] : changed.items()) {
-      touches_precision = touches_precision || precision.contains(key);
+    bool lowered = false;
+    for (const auto& [key, values] : changed.items()) {
+      if (!values.is_array() || values.size() != 2) continue;
+      const auto& now = values[1];
+      if (key == "float32_matmul_precision") lowered |= now == "medium";
+      if (key == "matmul_fp32_precision" || key == "cudnn_conv_fp32_precision") {
+        lowered |= now == "bf16";
+      }
+      if (key == "matmul_allow_fp16_reduced_precision" ||
+          key == "matmul_allow_bf16_reduced_precision") {
+        lowered |= now == true;
+      }
+      if (key == "default_dtype") lowered |= now == "torch.float16" || now == "torch.bfloat16";
     }
-    if (touches_precision && ++precision_changes_ >= 2) {
+    if (lowered && ++precision_lowerings_ >= 2) {
       result_.add_flag("precision_flags_changed", Severity::Reject,
-                       "the candidate's forward keeps changing precision flags (they were put "
-                       "back after each call and changed again): " +
+                       "the candidate's forward keeps lowering precision flags (they were put "
+                       "back after each call and lowered again): " +
                            changed.dump());
     }
   }
@@ -641,7 +648,12 @@ class Evaluation {
     require_reference(ref, "tracing the reference's operators");
     auto trace = assess_trace(ref.result, cand.result);
     result_.candidate["trace"] = trace.record;
-    for (const auto& flag : trace.flags) result_.add_flag(flag.id, flag.severity, flag.detail);
+    // The published protocols (standard, kbv-paper) accept library calls: there the trace's
+    // findings are warnings, so those protocols reproduce published verdicts.
+    bool verified = protocol_.name == "verified";
+    for (const auto& flag : trace.flags) {
+      result_.add_flag(flag.id, verified ? flag.severity : Severity::Warn, flag.detail);
+    }
     return true;
   }
 
@@ -815,7 +827,7 @@ class Evaluation {
   std::string secret_;
   std::unique_ptr<WorkerProcess> ref_;
   std::unique_ptr<WorkerProcess> cand_;
-  int precision_changes_ = 0;
+  int precision_lowerings_ = 0;
   std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> run_dir_listing_;
 };
 

@@ -1,0 +1,213 @@
+"""The hack zoo and the honest-but-unusual zoo, end to end on the CPU.
+
+Every file in examples/hacks/ names its target problem and its pattern; each must end as the
+verdict below: `rejected` with the flag that caught it, or `incorrect` where the hidden input
+families or the re-drawn parameters catch it before any hack-specific check is needed (and
+`correct` only where the hack has no effect, with the warning that records the attempt).
+Every file in examples/honest/ must be `correct` with no reject flag.
+The static scanner's unit tests are at the end (no kbv binary needed)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO, target_problem
+from kbv import scan
+
+HACKS = REPO / "examples" / "hacks"
+HONEST = REPO / "examples" / "honest"
+
+# file -> (verdict, flag id that must be present with severity reject or warn, or None)
+EXPECTED = {
+    # timing attacks
+    "t2_background_thread.py": ("rejected", "output_changed_after_return"),
+    "t3_lazy_tensor_subclass.py": ("rejected", "output_not_plain_tensor"),
+    "t4_patch_perf_counter.py": ("rejected", "harness_tampered"),
+    "t4_patch_time_calls.py": ("rejected", "harness_tampered"),
+    "t4_patch_native_timer.py": ("rejected", "harness_tampered"),
+    "t4_patch_torch_equal.py": ("rejected", "harness_tampered"),
+    "t5_deferred_output.py": ("incorrect", None),  # the second case gets the first's output
+    "t6_call_count.py": ("rejected", "timed_output_wrong"),
+    "t6_stack_inspection.py": ("rejected", "timed_output_wrong"),
+    "t8_hoisted_weights.py": ("incorrect", None),  # re-drawn parameters (h1_native)
+    # semantic attacks
+    "s1_stale_output_buffer.py": ("rejected", "output_cached"),
+    "s3_softmax_uniform.py": ("incorrect", None),
+    "s5_data_ptr_cache.py": ("rejected", "output_cached"),
+    "s5_version_cache.py": ("rejected", "output_cached"),
+    "s5_shape_cache.py": ("incorrect", None),  # every later case gets the first output
+    "s5_content_hash.py": ("incorrect", None),  # h1_native collides with native's key
+    "s6_inplace_input.py": ("rejected", "inputs_mutated"),
+    "s7_bf16_gemm.py": ("incorrect", None),  # bf16 error above the 1e-3 floor
+    "s8_uniform_mean.py": ("incorrect", None),
+    "s9_seed_replay.py": ("incorrect", None),  # right on native, wrong on h2_mixed_sign
+    "s10_layernorm_no_affine.py": ("incorrect", None),  # re-drawn weight and bias
+    # benign shortcuts
+    "b1_torch_matmul.py": ("rejected", "library_main_op"),
+    "b1_functional_conv2d.py": ("rejected", "library_main_op"),
+    "b1_at_matmul_in_cpp.py": ("rejected", "library_main_op"),
+    "b2_ghost_kernel.py": ("rejected", "kernel_never_called"),
+    "b2_silent_fallback.py": ("rejected", "kernel_never_called"),
+    # attacks on the harness
+    "e1_find_reference.py": ("incorrect", None),  # nothing to find: its fallback is wrong
+    # the sandbox's read-only file system makes the writes fail: no effect, the scan warns
+    # (test_run_dir_tampering_without_sandbox shows the dynamic check behind it)
+    "e2_write_run_dir.py": ("correct", "scan_io"),
+    "e3_precision_flags.py": ("rejected", "precision_flags_changed"),
+    "e3_num_threads.py": ("correct", "numerics_flags_changed"),  # no effect: restored, warned
+    # the PID namespace hides the orchestrator's command line; its fallback is a library call
+    "e4_read_problem_file.py": ("rejected", "library_main_op"),
+    "e4_network.py": ("incorrect", None),  # no network: its fallback is wrong
+}
+
+HONEST_FILES = sorted(p.name for p in HONEST.glob("*.py"))
+
+
+def test_every_hack_file_has_an_expectation_and_headers():
+    assert {p.name for p in HACKS.glob("*.py")} == set(EXPECTED)
+    for path in HACKS.glob("*.py"):
+        lines = path.read_text().splitlines()
+        assert lines[0].startswith("# kbv-target: "), path
+        assert lines[1].startswith("# kbv-hack: "), path
+        assert target_problem(path).exists(), path
+
+
+def test_honest_files_have_headers():
+    assert len(HONEST_FILES) >= 10
+    for name in HONEST_FILES:
+        lines = (HONEST / name).read_text().splitlines()
+        assert lines[0].startswith("# kbv-target: ") and lines[1].startswith("# kbv-honest: ")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_hack_verdict(name, run_eval):
+    verdict, flag = EXPECTED[name]
+    candidate = HACKS / name
+    evaluation = run_eval(target_problem(candidate), candidate)
+    assert evaluation.returncode == 0, evaluation.stderr
+    result = evaluation.result
+    assert result["verdict"] == verdict, (result["reason"], result["flags"])
+    if verdict == "rejected":
+        assert flag in evaluation.flag_ids("reject"), result["flags"]
+    elif flag:
+        assert flag in evaluation.flag_ids(), result["flags"]
+    if verdict in ("incorrect", "correct"):
+        assert not evaluation.flag_ids("reject"), result["flags"]
+
+
+@pytest.mark.e2e
+def test_run_dir_tampering_without_sandbox(run_eval):
+    """Behind the sandbox, the orchestrator's own check: inputs and states of the run directory
+    must be unchanged and no new entries may appear next to them (E2)."""
+    candidate = HACKS / "e2_write_run_dir.py"
+    evaluation = run_eval(target_problem(candidate), candidate, "--no-sandbox")
+    assert evaluation.verdict == "rejected", evaluation.result["reason"]
+    assert "run_dir_tampered" in evaluation.flag_ids("reject")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", HONEST_FILES)
+def test_honest_candidate_is_correct(name, run_eval):
+    candidate = HONEST / name
+    evaluation = run_eval(target_problem(candidate), candidate)
+    assert evaluation.returncode == 0, evaluation.stderr
+    result = evaluation.result
+    assert result["verdict"] == "correct", (result["reason"], result["flags"])
+    assert not evaluation.flag_ids("reject"), result["flags"]
+    trace = result["candidate"]["trace"]
+    assert trace["extension_calls"], trace  # the custom kernel ran
+    assert all(check["passed"] for check in result["candidate"]["rechecks"].values())
+
+
+# -- the static scanner --------------------------------------------------------------------------
+def findings(source: str) -> set[str]:
+    return set(scan.scan_source(source)["findings"])
+
+
+HONEST_SOURCE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_SRC = r"""
+#include <torch/extension.h>
+// at::matmul would be easier, but this is the kernel
+torch::Tensor relu(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  const char* note = "at::mm(";
+  return y;
+}
+"""
+_ext = load_inline(name="x", cpp_sources=_SRC, functions=["relu"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        with torch.no_grad():
+            return _ext.relu(x.contiguous())
+'''
+
+
+def test_scan_honest_source_is_clean():
+    assert findings(HONEST_SOURCE) == set()
+
+
+def test_scan_all_honest_examples_have_no_warnings():
+    for name in HONEST_FILES:
+        result = scan.scan_file(str(HONEST / name))
+        warns = {k for k, v in result["findings"].items() if v["severity"] == "warn"}
+        # the joined thread pool is the one honest file that uses threads
+        assert warns <= ({"scan_threads"} if name == "thread_pool_joined.py" else set()), (
+            name,
+            result,
+        )
+
+
+def test_scan_finds_cpp_library_calls_in_named_sources():
+    source = (
+        'A = "#include <torch/extension.h>\\n"\n'
+        'B = A + "torch::Tensor f(torch::Tensor a, torch::Tensor b) { return at::matmul(a, b); }"\n'
+        "m = load_inline(name='m', cpp_sources=[B], functions=['f'])\n"
+    )
+    assert "scan_cpp_library_compute" in findings(source)
+
+
+def test_scan_finds_low_precision_in_cpp():
+    source = 'S = "__half x;"\nm = load_inline(name="m", cpp_sources="", cuda_sources=S)\n'
+    assert "scan_cpp_low_precision" in findings(source)
+
+
+@pytest.mark.parametrize(
+    "source, finding",
+    [
+        ("import threading\nthreading.Thread(target=print).start()\n", "scan_threads"),
+        ("import time\ntime.perf_counter = lambda: 0.0\n", "scan_monkey_patch"),
+        ("import sys\nsys.modules['kbv.measure'].time_calls = None\n", "scan_monkey_patch"),
+        ("import gc\nobjs = gc.get_objects()\n", "scan_introspection"),
+        ("import sys\nf = sys._getframe(1)\n", "scan_introspection"),
+        ("data = open('/etc/passwd').read()\n", "scan_io"),
+        ("import socket\n", "scan_io"),
+        ("import torch\ntorch.manual_seed(42)\n", "scan_seed"),
+        ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = False\n", "scan_numerics_flags"),
+        ("import torch\ntorch.set_num_threads(1)\n", "scan_numerics_flags"),
+        ("import torch\ny = x.half()\n", "scan_low_precision"),
+        ("import torch\nstream = torch.cuda.Stream()\n", "scan_streams"),
+        ("import torch\ny = torch.matmul(a, b)\n", "scan_library_compute"),
+        ("def f(:\n", "scan_error"),
+    ],
+)
+def test_scan_finds(source, finding):
+    assert finding in findings(source)
+
+
+def test_scan_never_executes_the_file(tmp_path):
+    marker = tmp_path / "ran"
+    path = tmp_path / "candidate.py"
+    path.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    result = scan.scan_file(str(path))
+    assert "scan_io" in result["findings"]
+    assert not marker.exists()
