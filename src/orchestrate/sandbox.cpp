@@ -115,7 +115,8 @@ nlohmann::json privatize_root(const SandboxOptions& options) {
       fs::create_directories(path.parent_path(), ec);
       ::close(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
     }
-    all &= bind_path("/proc/self/fd/" + std::to_string(fd), path, !contains(options.writable, path));
+    all &=
+        bind_path("/proc/self/fd/" + std::to_string(fd), path, !contains(options.writable, path));
     ::close(fd);
   }
   report["done"] = all;
