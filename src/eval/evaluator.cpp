@@ -244,7 +244,7 @@ class Evaluation {
                                 {"problem", fs::absolute(request_.problem).string()},
                                 {"device", request_.device},
                                 {"init_inputs_path", init_inputs_path().string()}},
-                               request_.call_timeout);
+                               reference_timeout());
     require_reference(response, "loading the problem");
     const auto& r = response.result;
     result_.problem = {{"name", r["name"]},
@@ -274,12 +274,19 @@ class Evaluation {
                                 {"redraw", redraw},
                                 {"directory", run_dir_.string()},
                                 {"timing_families", protocol_.timing_families}},
-                               request_.call_timeout * 4);
+                               reference_timeout());
     require_reference(response, "drawing the input families");
     for (const auto& note : response.result["notes"]) {
       result_.add_flag("family_replaced", Severity::Info, note.value("detail", ""));
     }
     return response.result;
+  }
+
+  // The reference is trusted code and its calls include starting torch, drawing every family
+  // and float64 runs: on a loaded machine they may take far longer than one candidate call,
+  // and a spurious timeout would mark the whole problem broken.
+  std::chrono::seconds reference_timeout() const {
+    return std::max(request_.call_timeout * 4, std::chrono::seconds(600));
   }
 
   void require_reference(const Response& response, const std::string& stage) {
@@ -410,7 +417,7 @@ class Evaluation {
   // Static scan of the candidate's source by the (trusted) reference worker: evidence only.
   void scan_candidate() {
     auto response = ref_->call({{"cmd", "scan"}, {"candidate", fs::absolute(request_.candidate)}},
-                               request_.call_timeout);
+                               reference_timeout());
     if (!response.ok()) return;
     result_.candidate["scan"] = response.result;
     for (const auto& [id, finding] : response.result["findings"].items()) {
@@ -644,7 +651,7 @@ class Evaluation {
     }
     note_numerics(cand.result);
     note_harness(cand.result, "tracing the forward");
-    auto ref = ref_->call(request, request_.call_timeout);
+    auto ref = ref_->call(request, reference_timeout());
     require_reference(ref, "tracing the reference's operators");
     auto trace = assess_trace(ref.result, cand.result);
     result_.candidate["trace"] = trace.record;
@@ -774,7 +781,7 @@ class Evaluation {
           }
         } else {
           request["variant"] = who;
-          timed = ref_->call(request, request_.call_timeout * 2);
+          timed = ref_->call(request, reference_timeout());
           require_reference(timed, "timing the baseline");
         }
         auto& into = who == "cand" ? candidate : (who == "tf32" ? tf32 : fp32);
@@ -796,7 +803,7 @@ class Evaluation {
     auto cand_memory = cand_->call({{"cmd", "memory"}}, request_.call_timeout);
     if (!cand_memory.ok()) return fail_call(cand_memory, "the memory measurement");
     note_harness(cand_memory.result, "measuring memory");
-    auto ref_memory = ref_->call({{"cmd", "memory"}}, request_.call_timeout);
+    auto ref_memory = ref_->call({{"cmd", "memory"}}, reference_timeout());
     require_reference(ref_memory, "measuring the baseline's memory");
     double cand_peak = cand_memory.result.value("peak_bytes", 0.0);
     double ref_peak = ref_memory.result.value("peak_bytes", 0.0);
