@@ -8,29 +8,15 @@
 #include <set>
 #include <tuple>
 
+#include "stats/rng.hpp"
+
 namespace kbv::report {
 
 using nlohmann::json;
 
 namespace {
 
-// splitmix64, as in stats/summary.cpp: the same stream on every platform.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  size_t below(size_t n) {
-    return static_cast<size_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
-  }
-
- private:
-  uint64_t state_;
-};
+using stats::Rng;
 
 double quantile_of_sorted(const std::vector<double>& sorted, double q) {
   const double pos = q * double(sorted.size() - 1);
