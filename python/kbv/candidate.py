@@ -25,6 +25,8 @@ class CandidateRole:
         base = os.environ.get("TORCH_EXTENSIONS_DIR")
         if base:
             os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(base, f"torch-{torch.__version__}")
+        # Before the candidate's code exists in this process, and while the reference works.
+        guards.preload_dispatch_tracing()
         self.device = torch.device("cpu")
         self.model: torch.nn.Module | None = None
         self.mapping: dict[str, str] = {}

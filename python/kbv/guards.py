@@ -251,6 +251,13 @@ class ExtensionCalls:
         return sum(self.counts.values())
 
 
+def preload_dispatch_tracing() -> None:
+    """Imports what `trace_forward` needs ahead of time: the first call of an operator under a
+    TorchDispatchMode imports torch._dynamo (5-10 s), which otherwise lands inside the
+    evaluation's critical path. Called at worker start, while the other worker is busy."""
+    import torch._dynamo  # noqa: F401
+
+
 # -- B1: what the forward dispatched ------------------------------------------------------------
 def trace_forward(call: Callable[[], Any], extensions: ExtensionCalls | None) -> dict[str, Any]:
     """The aten (and custom-namespace) operators dispatched during `call`, in order of first
