@@ -11,15 +11,28 @@
 # Every step gets what is left of KBV_MEASURE_BUDGET_S (default 400 s after the build); a step
 # that would start with too little left is skipped and says so. Results: $OUT/measure.tgz (and
 # $OUT/measure.md, the table from bench/measure_table.py).
-#   env: OUT (default results/gpu-measure), KBV_MEASURE_BUDGET_S, KBV_MEASURE_PROFILE (standard),
-#        KBV_MEASURE_DRAWS (1)
+#   env: OUT (default results/gpu-measure), KBV_MEASURE_BUDGET_S (330), KBV_MEASURE_PROFILE
+#        (standard), KBV_MEASURE_DRAWS (1), KBV_MEASURE_PROBLEMS (space-separated paths under
+#        problems/, or "all"; default five problems spanning the suite's kinds, so that two
+#        timed runs fit the budget: one `kbv eval` costs about 20 s on the H200, most of it
+#        correctness, and the first builds about a minute)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-results/gpu-measure}
 RES=results/measure
 rm -rf "$RES"
 mkdir -p "$RES" "$OUT"
-BUDGET=${KBV_MEASURE_BUDGET_S:-400}
+BUDGET=${KBV_MEASURE_BUDGET_S:-330}
+PROBLEMS=${KBV_MEASURE_PROBLEMS:-"level1/1_Square_matrix_multiplication.py level1/3_ReLU.py level1/4_Softmax.py level2/1_Gemm_BiasAdd_ReLU.py level3/1_MLP.py"}
+[ "$PROBLEMS" = all ] && PROBLEMS=$(cd problems && find . -name '*.py' | sed 's|^\./||' | sort)
+# The subset as a suite of its own (copies: the build cache is keyed by content).
+SUITE=$RES/suite
+for rel in $PROBLEMS; do
+  mkdir -p "$SUITE/problems/$(dirname "$rel")" "$SUITE/candidates/$(dirname "$rel")"
+  cp "problems/$rel" "$SUITE/problems/$rel"
+  cp "examples/candidates/cuda/$rel" "$SUITE/candidates/$rel"
+done
+echo "$PROBLEMS" > "$RES/problems.txt"
 PROFILE=${KBV_MEASURE_PROFILE:-standard}
 DRAWS=${KBV_MEASURE_DRAWS:-1}
 export PYTHONUNBUFFERED=1 KBV_CACHE_DIR=$PWD/.kbv-cache PYTHONPATH=$PWD/python:$PWD/build
@@ -73,17 +86,19 @@ step memory_planted 20 python3 bench/memory_planted/run.py "$RES/memory_planted.
 step accuracy_launch 15 python3 bench/measure_accuracy.py launch "$RES/accuracy_launch.json"
 
 # -- (a) repeatability: run A, KernelBench pass 1, run B, KernelBench pass 2 ----------------------
-RUN=(build/kbv run --problems problems --candidates examples/candidates/cuda --device cuda
+RUN=(build/kbv run --problems "$SUITE/problems" --candidates "$SUITE/candidates" --device cuda
      --size large --draws "$DRAWS" --profile "$PROFILE" -q)
 step run_a 60 "${RUN[@]}" --db "$RES/run_a.sqlite"
 build/kbv export "$RES/run_a.sqlite" --out "$RES/run_a.jsonl" 2>/dev/null
-KBV_SIZE=large step kernelbench_1 30 python3 bench/kernelbench_timing.py --out "$RES/kernelbench_1.json"
+KBV_SIZE=large step kernelbench_1 30 python3 bench/kernelbench_timing.py \
+  --problems "$SUITE/problems" --candidates "$SUITE/candidates" --out "$RES/kernelbench_1.json"
 step run_b 60 "${RUN[@]}" --db "$RES/run_b.sqlite"
 build/kbv export "$RES/run_b.sqlite" --out "$RES/run_b.jsonl" 2>/dev/null
-KBV_SIZE=large step kernelbench_2 30 python3 bench/kernelbench_timing.py --out "$RES/kernelbench_2.json"
+KBV_SIZE=large step kernelbench_2 30 python3 bench/kernelbench_timing.py \
+  --problems "$SUITE/problems" --candidates "$SUITE/candidates" --out "$RES/kernelbench_2.json"
 
 # -- (b) accuracy against Nsight Compute -----------------------------------------------------------
-KBV_SIZE=large step accuracy_headline 40 python3 bench/measure_accuracy.py headline "$RES/accuracy_headline.json"
+KBV_SIZE=large step accuracy_headline 40 python3 bench/measure_accuracy.py headline "$RES/accuracy_headline.json" $PROBLEMS
 if ! command -v ncu > /dev/null; then
   log "SKIP ncu: not installed"
   echo '{"skipped": "ncu not found"}' > "$RES/accuracy_ncu.json"

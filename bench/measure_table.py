@@ -140,7 +140,8 @@ def repeatability(d: Path) -> list[str]:
             f"| {a[key]['name']} | {fmt(c.get('median_ms'), 4)} | "
             f"{fmt(c.get('host_inclusive', {}).get('median_ms'), 4)} | "
             f"{fmt(c.get('hot', {}).get('median_ms'), 4)} | {fmt(audit.get('span_over_event'))} | "
-            f"{fmt(clk.get('min'), 0)}-{fmt(clk.get('max'), 0)} | {th.get('power_capped', '—')} | "
+            f"{fmt(clk.get('min'), 0) + '-' + fmt(clk.get('max'), 0) if clk else '—'} | "
+            f"{th.get('power_capped', '—')} | "
             f"{th.get('discarded', '—')} |"
         )
     return lines

@@ -129,3 +129,108 @@ def test_cpu_peak_memory_sees_a_planted_allocation_and_is_not_partial():
 def test_first_call_is_only_recorded_on_cuda():
     assert measure.observe_first_call(lambda: 7, CPU) == 7
     assert measure.first_call_record() is None
+
+
+# -- the CUDA sample loop, against a fake kbv_native (no GPU needed) --------------------------
+class FakeNative:
+    """time_cuda and nvml_clocks as the loop sees them: `reads` are the NVML answers in order
+    (two a sample), `synchronizes` makes every blocked call time out."""
+
+    def __init__(self, reads=None, synchronizes=False, nvml=True):
+        self.reads = iter(reads or [])
+        self.synchronizes = synchronizes
+        self.nvml = nvml
+        self.calls: list[tuple[int, int, bool]] = []
+        self.indices: list[int] = []
+        self._decode_throttle_reasons = measure.kbv_native._decode_throttle_reasons
+
+    def time_cuda(self, fn, calls, warmup, stream, flush_l2=True, block=True):
+        self.calls.append((calls, warmup, block))
+        for i in range(warmup):
+            self.indices.append(i)
+            fn(i)
+        samples, timeouts = [], 0
+        for k in range(calls):
+            fn(warmup + k)
+            if block and self.synchronizes:
+                samples.append(2000.0)
+                timeouts += 1
+                break
+            samples.append(1.0 if block else 1.5)
+        return {"samples_ms": samples, "block_timeouts": timeouts}
+
+    def nvml_clocks(self, index):
+        if not self.nvml:
+            raise RuntimeError("NVML is not available: no libnvidia-ml.so.1")
+        return next(self.reads, (1980, 0))
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(
+        torch.cuda, "current_stream", lambda device=None: SimpleNamespace(cuda_stream=0)
+    )
+    monkeypatch.setattr(measure, "_synchronizes", False)
+
+    def install(fake):
+        monkeypatch.setattr(measure, "kbv_native", fake)
+        return fake
+
+    return install
+
+
+CUDA0 = torch.device("cuda", 0)
+
+
+def test_cuda_loop_retakes_slowdown_samples_and_counts_power_cap(fake_cuda):
+    reads = [(345, GPU_IDLE)]  # ClockProbe's check that NVML answers
+    reads += [(1980, GPU_IDLE), (1980, GPU_IDLE)]  # sample 1: clean
+    reads += [(1500, HW_SLOWDOWN), (1500, 0)]  # sample 2: discarded, retaken
+    reads += [(1470, SW_POWER_CAP), (1470, SW_POWER_CAP)]  # kept, power-capped
+    reads += [(1980, 0), (1980, 0)]
+    fake = fake_cuda(FakeNative(reads))
+    seen = []
+    result = measure.time_calls(lambda i: seen.append(i), CUDA0, 3, 2)
+    assert result["samples_ms"] == [1.0, 1.0, 1.0]
+    assert result["method"] == "cuda_events_blocked_cold_l2"
+    t = result["throttle"]
+    assert t["status"] == "ok" and t["kept"] == 3 and t["discarded"] == 1
+    assert t["discarded_reasons"] == {"hw_slowdown": 1}
+    assert t["power_capped"] == 1
+    assert t["sm_clock_mhz"] == [1980, 1470, 1980]
+    # Warm-up first, then one call a sample, the call index running on across samples.
+    assert fake.calls[0] == (0, 2, True)
+    assert all(c == (1, 0, True) for c in fake.calls[1:])
+    assert seen == list(range(6))
+
+
+def test_cuda_loop_times_a_synchronising_forward_unblocked_and_remembers(fake_cuda):
+    fake = fake_cuda(FakeNative(synchronizes=True))
+    result = measure.time_calls(lambda i: None, CUDA0, 4, 1)
+    assert result["samples_ms"] == [1.5] * 4
+    assert result["synchronizes_internally"] is True
+    assert result["method"] == "cuda_events_unblocked_cold_l2"
+    assert fake.calls[1][2] is True  # the first sample tried the blocker once
+    # The next request of this worker starts unblocked: no second time-out.
+    fake.calls.clear()
+    again = measure.time_calls(lambda i: None, CUDA0, 2, 0)
+    assert again["samples_ms"] == [1.5, 1.5]
+    assert all(block is False for _, _, block in fake.calls)
+
+
+def test_cuda_loop_without_nvml_says_why(fake_cuda):
+    fake_cuda(FakeNative(nvml=False))
+    result = measure.time_calls(lambda i: None, CUDA0, 5, 0, steady=True)
+    assert result["samples_ms"] == [1.0] * 5
+    assert result["throttle"]["status"] == "unavailable"
+    assert "libnvidia-ml" in result["throttle"]["why"]
+    assert result["warmup"]["steady"] is True
+
+
+def test_honest_cuda_loop_discards_nothing(fake_cuda):
+    fake_cuda(FakeNative([(1980, GPU_IDLE)] * 20))
+    result = measure.time_calls(lambda i: None, CUDA0, 10, 0)
+    assert len(result["samples_ms"]) == 10
+    assert result["throttle"]["discarded"] == 0 and result["throttle"]["power_capped"] == 0
