@@ -234,3 +234,40 @@ def test_honest_cuda_loop_discards_nothing(fake_cuda):
     result = measure.time_calls(lambda i: None, CUDA0, 10, 0)
     assert len(result["samples_ms"]) == 10
     assert result["throttle"]["discarded"] == 0 and result["throttle"]["power_capped"] == 0
+
+
+# -- end to end: `kbv eval --profile` on the CPU ---------------------------------------------
+@pytest.mark.e2e
+def test_eval_with_a_profile_times_adaptively_and_reports_every_figure(tmp_path, cache_dir):
+    import json
+    import subprocess
+
+    from conftest import CPU_CANDIDATES, PROBLEMS, kbv_binary
+
+    out = tmp_path / "result.json"
+    rel = "level1/3_ReLU.py"
+    command = [kbv_binary(), "eval", "-p", str(PROBLEMS / rel), "-c", str(CPU_CANDIDATES / rel)]
+    command += ["--device", "cpu", "--draws", "1", "--profile", "quick", "--quiet"]
+    command += ["--cache-dir", str(cache_dir), "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    timing = result["timing"]
+    assert timing["plan"]["adaptive"] is True
+    assert timing["plan"]["profile"]["name"] == "quick"
+    assert timing["stop_reason"] in ("precise", "max_samples", "budget")
+    n = timing["candidate"]["n"]
+    assert 5 <= n <= 50 and n % 5 == 0  # quick: 5 calls a round, 5 to 50 samples
+    assert timing["baseline_tf32"]["n"] == n == timing["baseline_fp32"]["n"]
+    for side in ("candidate", "baseline_tf32", "baseline_fp32"):
+        assert timing[side]["throttle"]["status"] == "not_applicable"
+        assert timing[side]["host_inclusive"]["n"] == 10
+        assert timing[side]["hot"]["n"] == 10
+        assert "kernel_audit" not in timing[side]
+        assert timing["warmup"][side]["batches"] >= 2
+    assert {"timing", "memory"} <= set(result["durations_s"])
+    assert result["memory"]["partial"] is False
+
+    # An unknown profile is a usage error, not a verdict.
+    bad = subprocess.run(command[:-2] + ["--profile", "sloppy"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "sloppy" in bad.stderr
