@@ -65,7 +65,10 @@ class ClockProbe:
             self.why = str(error)
 
     def read(self) -> tuple[int, int]:
-        return tuple(kbv_native.nvml_clocks(self.index))  # type: ignore[return-value]
+        try:
+            return tuple(kbv_native.nvml_clocks(self.index))  # type: ignore[return-value]
+        except RuntimeError:
+            return (-1, -1)  # one failed read adds no reason; the sample is kept
 
 
 def classify_sample(before: tuple[int, int], after: tuple[int, int]) -> tuple[int, int]:
@@ -305,6 +308,14 @@ def kernel_audit(call: Callable[[int], Any], device: torch.device, calls: int) -
     end event makes the span longer. Only the figures: the judgement is the caller's."""
     if device.type != "cuda" or not kbv_native.has_cuda:
         return {"available": False, "why": "not a CUDA device"}
+    try:
+        return _kernel_audit(call, device, calls)
+    except Exception as error:  # noqa: BLE001 - an audit that fails is reported, never a verdict
+        synchronize(device)
+        return {"available": False, "why": f"audit failed: {type(error).__name__}: {error}"}
+
+
+def _kernel_audit(call: Callable[[int], Any], device: torch.device, calls: int) -> dict[str, Any]:
     stream = torch.cuda.current_stream(device).cuda_stream
     event_ms: list[float] = []
     span_ms: list[float] = []
@@ -468,8 +479,9 @@ def peak_memory(call: Callable[[], Any], device: torch.device) -> dict[str, Any]
                 )
             try:
                 traced = _traced_cuda(call, device)
-            except RuntimeError as error:  # a build without CUDA, misuse
-                result["why_partial"] = f"memory tracer failed: {error}"
+            except Exception as error:  # noqa: BLE001 - the fallback figure stands, marked
+                synchronize(device)
+                result["why_partial"] = f"memory tracer failed: {type(error).__name__}: {error}"
                 return result
             trace = traced["trace"]
             result["trace"] = {k: v for k, v in trace.items() if k not in ("notes",)}
