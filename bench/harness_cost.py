@@ -9,7 +9,16 @@ import sqlite3
 import statistics
 import sys
 
-STAGES = ("reference", "candidate_load", "correctness", "measurement", "total")
+STAGES = (
+    "reference",
+    "candidate_load",
+    "correctness",
+    "rechecks",
+    "measurement",
+    "timing",
+    "memory",
+    "total",
+)
 
 
 def main() -> None:

@@ -108,7 +108,24 @@ class ReferenceRole:
                 self.device,
                 request["calls"],
                 request["warmup"],
+                steady=request.get("steady_warmup", False),
             )
+        finally:
+            numerics.set_tf32(True)
+
+    def cmd_time_secondary(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self._as_variant(request, measure.secondary_times)
+
+    def cmd_kernel_audit(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self._as_variant(request, measure.kernel_audit)
+
+    def _as_variant(self, request: dict[str, Any], what) -> dict[str, Any]:
+        assert self.model is not None
+        params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
+        numerics.set_tf32(request["variant"] == "tf32")
+        try:
+            sets, model = self.timing_sets, self.model
+            return what(lambda i: model(*sets[i % len(sets)]), self.device, request["calls"])
         finally:
             numerics.set_tf32(True)
 

@@ -71,10 +71,16 @@ struct EvalOptions {
         ->check(CLI::IsMember({"small", "large"}));
     cmd->add_option("--draws", request.hidden_draws, "draws per hidden family (default 3)")
         ->check(CLI::Range(1, 100));
+    cmd->add_option("--profile", request.timing_profile,
+                    "timing profile: quick, standard (default) or precise; rounds go on until "
+                    "the speedup's interval is within the profile's target or its budget ends")
+        ->check(CLI::IsMember({"quick", "standard", "precise"}));
     cmd->add_option("--samples", request.timing_samples,
-                    "timed calls per variant (default 60 on CUDA, 15 on CPU)")
+                    "fixed timed calls per variant instead of the profile's adaptive count "
+                    "(60 on CUDA, 15 on CPU when only --rounds is given)")
         ->check(CLI::Range(1, 100000));
-    cmd->add_option("--rounds", request.timing_rounds, "interleaved timing rounds")
+    cmd->add_option("--rounds", request.timing_rounds,
+                    "fixed interleaved timing rounds instead of the profile's adaptive count")
         ->check(CLI::Range(1, 1000));
     cmd->add_flag("--no-timing{false}", request.measure, "check correctness only");
     cmd->add_option("--timeout", call_timeout, "seconds allowed per forward call (default 120)")

@@ -13,6 +13,7 @@
 #include "core/hash.hpp"
 #include "eval/audit.hpp"
 #include "eval/guards.hpp"
+#include "eval/measurement.hpp"
 #include "eval/protocol.hpp"
 #include "eval/state_match.hpp"
 #include "eval/suite.hpp"
@@ -726,10 +727,6 @@ class Evaluation {
   // -- timing and memory -----------------------------------------------------------------------
   void measure(const json& prepared) {
     bool cuda = request_.device.starts_with("cuda");
-    int samples = request_.timing_samples > 0 ? request_.timing_samples : (cuda ? 60 : 15);
-    int rounds = request_.timing_rounds > 0 ? request_.timing_rounds : (cuda ? 6 : 3);
-    rounds = std::max(1, std::min(rounds, samples));
-    int per_round = std::max(1, samples / rounds);
     auto response = cand_->call({{"cmd", "prepare_timing"},
                                  {"state", prepared["cases"][0]["state"]},
                                  {"inputs", prepared["timing_inputs"]}},
@@ -746,65 +743,62 @@ class Evaluation {
           (run_dir_ / "candidate" / fmt::format("timed-{}.safetensors", timing_cases.size() - 1))
               .string());
     }
-    std::vector<double> candidate, tf32, fp32;
-    json methods = json::object();
-    for (int r = 0; r < rounds; ++r) {
-      progress(fmt::format("timing round {}/{}", r + 1, rounds));
-      int warmup = r == 0 ? 3 : 1;
-      // Alternate the order each round (ABBA) so slow drift weighs on every side alike.
-      std::vector<std::string> order = r % 2 == 0
-                                           ? std::vector<std::string>{"tf32", "cand", "fp32"}
-                                           : std::vector<std::string>{"fp32", "cand", "tf32"};
-      for (const auto& who : order) {
-        json request = {{"cmd", "time"}, {"calls", per_round}, {"warmup", warmup}};
-        Response timed;
-        if (who == "cand") {
-          request["outputs"] = timed_outputs;
-          timed = cand_->call(request, request_.call_timeout * 2);
-          if (!timed.ok()) return fail_call(timed, "timing");
-          note_numerics(timed.result);
-          note_harness(timed.result, "timing");
-          for (int i : timed.result.value("saved_outputs", json::array())) {
-            if (i < 0 || i >= static_cast<int>(timing_cases.size()) || !timing_cases[i]) continue;
-            auto [ok, why] = matches_golden(*timing_cases[i], timed_outputs[i].get<std::string>());
-            if (!ok) {
-              result_.add_flag("timed_output_wrong", Severity::Reject,
-                               fmt::format("the output of a timed call on {} is wrong ({}) "
-                                           "although the same inputs passed when checked",
-                                           (*timing_cases[i])["id"].get<std::string>(), why));
-            }
-          }
-          if (timed.result.value("synchronizes_internally", false)) {
-            result_.add_flag("forward_synchronizes", Severity::Info,
-                             "the forward waits for the device before returning, so launch "
-                             "latency could not be hidden; timed unblocked");
-          }
-        } else {
-          request["variant"] = who;
-          timed = ref_->call(request, reference_timeout());
-          require_reference(timed, "timing the baseline");
-        }
-        auto& into = who == "cand" ? candidate : (who == "tf32" ? tf32 : fp32);
-        for (double v : timed.result["samples_ms"]) into.push_back(v);
-        methods[who] = timed.result.value("method", "");
+    // The loop itself (profiles, stopping rule, ABBA order, secondary figures) is
+    // eval/measurement.cpp; this callback reaches the workers and judges what they return.
+    auto call_side = [&](const std::string& who, const json& request) -> std::optional<json> {
+      json sent = request;
+      bool timed_call = request["cmd"] == "time";
+      if (who != "cand") {
+        sent["variant"] = who;
+        Response timed = ref_->call(sent, reference_timeout());
+        require_reference(timed, "timing the baseline");
+        return timed.result;
       }
-    }
-    auto summary = [](const std::vector<double>& v) { return stats::summarize(v).to_json(); };
-    result_.timing = {{"candidate", summary(candidate)},
-                      {"baseline_tf32", summary(tf32)},
-                      {"baseline_fp32", summary(fp32)},
-                      {"rounds", rounds},
-                      {"method", methods}};
-    result_.speedup["vs_tf32"] = stats::speedup(tf32, candidate).to_json();
-    result_.speedup["vs_fp32"] = stats::speedup(fp32, candidate).to_json();
+      if (timed_call) sent["outputs"] = timed_outputs;
+      Response timed = cand_->call(sent, request_.call_timeout * 2);
+      if (!timed.ok()) {
+        fail_call(timed, "timing");
+        return std::nullopt;
+      }
+      note_numerics(timed.result);
+      note_harness(timed.result, "timing");
+      for (int i : timed.result.value("saved_outputs", json::array())) {
+        if (i < 0 || i >= static_cast<int>(timing_cases.size()) || !timing_cases[i]) continue;
+        auto [ok, why] = matches_golden(*timing_cases[i], timed_outputs[i].get<std::string>());
+        if (!ok) {
+          result_.add_flag("timed_output_wrong", Severity::Reject,
+                           fmt::format("the output of a timed call on {} is wrong ({}) "
+                                       "although the same inputs passed when checked",
+                                       (*timing_cases[i])["id"].get<std::string>(), why));
+        }
+      }
+      if (timed.result.value("synchronizes_internally", false)) {
+        result_.add_flag("forward_synchronizes", Severity::Info,
+                         "the forward waits for the device before returning, so launch "
+                         "latency could not be hidden; timed unblocked");
+      }
+      return timed.result;
+    };
+    auto plan =
+        plan_timing(request_.timing_profile, request_.timing_samples, request_.timing_rounds, cuda);
+    auto started = Clock::now();
+    auto timing = run_timing(plan, call_side, cuda, [&](const std::string& l) { progress(l); });
+    result_.durations_s["timing"] = seconds_since(started);
+    if (!timing.ok) return;
+    result_.timing = timing.timing;
+    const auto& s = timing.samples;
+    result_.speedup["vs_tf32"] = stats::speedup(s.at("tf32"), s.at("cand")).to_json();
+    result_.speedup["vs_fp32"] = stats::speedup(s.at("fp32"), s.at("cand")).to_json();
     result_.speedup["headline"] = protocol_.headline == Headline::Tf32 ? "vs_tf32" : "vs_fp32";
 
     progress("measuring memory");
+    started = Clock::now();
     auto cand_memory = cand_->call({{"cmd", "memory"}}, request_.call_timeout);
     if (!cand_memory.ok()) return fail_call(cand_memory, "the memory measurement");
     note_harness(cand_memory.result, "measuring memory");
     auto ref_memory = ref_->call({{"cmd", "memory"}}, reference_timeout());
     require_reference(ref_memory, "measuring the baseline's memory");
+    result_.durations_s["memory"] = seconds_since(started);
     double cand_peak = cand_memory.result.value("peak_bytes", 0.0);
     double ref_peak = ref_memory.result.value("peak_bytes", 0.0);
     result_.memory = {{"candidate_peak_bytes", cand_memory.result["peak_bytes"]},
@@ -813,6 +807,8 @@ class Evaluation {
                       {"candidate_persistent_bytes", cand_memory.result["persistent_bytes"]},
                       {"reference_persistent_bytes", ref_memory.result["persistent_bytes"]},
                       {"method", cand_memory.result["method"]},
+                      {"partial", cand_memory.result.value("partial", false) ||
+                                      ref_memory.result.value("partial", false)},
                       {"candidate_detail", cand_memory.result},
                       {"reference_detail", ref_memory.result}};
   }

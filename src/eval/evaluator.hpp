@@ -27,8 +27,9 @@ struct EvalRequest {
   std::string protocol = "verified";  // verified, kbv-paper, standard
   std::string size = "small";         // KBV_SIZE for the problem files of the bundled suite
   int hidden_draws = 3;
-  int timing_samples = 0;  // per variant; 0 picks the device's default
-  int timing_rounds = 0;   // interleaved rounds; 0 picks the default
+  std::string timing_profile = "standard";  // quick, standard, precise (stats/sampling.hpp)
+  int timing_samples = 0;  // per variant; > 0 fixes the count (no adaptive stopping)
+  int timing_rounds = 0;   // interleaved rounds; > 0 fixes the count
   bool measure = true;     // time and measure memory (correct candidates only)
   std::chrono::seconds compile_timeout{900};
   std::chrono::seconds call_timeout{120};

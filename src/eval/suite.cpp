@@ -38,6 +38,7 @@ json settings_of(const EvalRequest& r) {
           {"device", r.device.starts_with("cuda") ? "cuda" : "cpu"},
           {"size", r.size},
           {"draws", r.hidden_draws},
+          {"timing_profile", r.timing_profile},
           {"samples", r.timing_samples},
           {"rounds", r.timing_rounds},
           {"measure", r.measure},

@@ -169,6 +169,7 @@ struct PoolRecord {
 
 struct KernelRecord {
   std::uint64_t start = 0;
+  std::uint64_t end = 0;
   std::uint64_t local_total = 0;
   std::uint32_t local_per_thread = 0;
   std::uint32_t device = 0;
@@ -317,6 +318,7 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
           const auto* r = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
           KernelRecord k;
           k.start = r->start;
+          k.end = r->end;
           k.device = r->deviceId;
           k.local_per_thread = r->localMemoryPerThread;
           k.local_total = r->localMemoryTotal_v2 != 0 ? r->localMemoryTotal_v2
@@ -939,6 +941,10 @@ void MemoryTrace::Exit() {
   for (const KernelRecord& k : kernels) {
     if (k.device != device || k.start == 0 || !in_window(k.start)) continue;
     ++out.kernels;
+    if (out.kernel_first_start_ns == 0 || k.start < out.kernel_first_start_ns) {
+      out.kernel_first_start_ns = k.start;
+    }
+    out.kernel_last_end_ns = std::max(out.kernel_last_end_ns, k.end);
     out.local_memory_reserved_bytes =
         std::max(out.local_memory_reserved_bytes, static_cast<std::int64_t>(k.local_total));
     out.local_memory_per_thread_max =

@@ -69,6 +69,11 @@ struct MemoryTraceResult {
   std::int64_t stack_limit_after = -1;
   std::int64_t thread_capacity = 0;  // SMs x max resident threads per SM
   std::int64_t kernels = 0;          // kernel records in the block on this device
+  // The span of those kernels on the device (CUPTI timestamps, 0 when none): the start of the
+  // first and the end of the last, on any stream. Compared with a call's event time it shows
+  // work the events did not cover (kernels left running on another stream).
+  std::uint64_t kernel_first_start_ns = 0;
+  std::uint64_t kernel_last_end_ns = 0;
 
   std::uint64_t start_ns = 0;  // CUPTI timestamps of __enter__ and __exit__
   std::uint64_t end_ns = 0;

@@ -155,6 +155,11 @@ nb::dict MemoryTraceSummary(const MemoryTrace& trace) {
   out["stack_limit_after"] = r.stack_limit_after;
   out["thread_capacity"] = r.thread_capacity;
   out["kernels"] = r.kernels;
+  out["kernel_first_start_ns"] = r.kernel_first_start_ns;
+  out["kernel_last_end_ns"] = r.kernel_last_end_ns;
+  out["kernel_span_ns"] = r.kernel_last_end_ns > r.kernel_first_start_ns
+                              ? r.kernel_last_end_ns - r.kernel_first_start_ns
+                              : std::uint64_t{0};
   out["start_ns"] = r.start_ns;
   out["end_ns"] = r.end_ns;
   out["notes"] = r.notes;
@@ -176,6 +181,16 @@ nb::dict CuptiInitBinding() {
   out["callbacks"] = status.callbacks;
   out["notes"] = status.notes;
   return out;
+}
+
+// (sm_clock_mhz, clocks-event-reasons mask), -1 for a field NVML could not read.
+std::pair<std::int64_t, std::int64_t> NvmlClocksBinding(int device) {
+  NvmlClocks clocks;
+  {
+    nb::gil_scoped_release no_gil;
+    clocks = ReadNvmlClocks(device);
+  }
+  return {clocks.sm_clock_mhz, clocks.reasons};
 }
 
 nb::dict NvmlSampleBinding(int device) {
@@ -278,6 +293,11 @@ NB_MODULE(kbv_native, m) {
         "temperature_c, power_w, power_limit_w, throttle_reasons (bitmask), "
         "throttle_reason_names, name, pci_bus_id, matched_by, errors (queries that failed; their "
         "fields are None). RuntimeError when NVML is not there or the build has no CUDA.");
+
+  m.def("nvml_clocks", &NvmlClocksBinding, "device"_a,
+        "The two NVML figures read around every timed sample, cheaply (the device handle is "
+        "cached): (sm_clock_mhz, clocks-event-reasons bitmask), -1 where a query failed. "
+        "RuntimeError when NVML is not there or the build has no CUDA.");
 
   nb::class_<MemoryTrace>(
       m, "MemoryTrace",

@@ -1,5 +1,6 @@
 #include "native/nvml_probe.h"
 
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -37,6 +38,10 @@ std::vector<std::string> DecodeThrottleReasons(std::uint64_t mask) {
 
 NvmlSample SampleNvml(int /*device*/) {
   throw std::runtime_error("kbv_native was built without CUDA: nvml_sample is not available");
+}
+
+NvmlClocks ReadNvmlClocks(int /*device*/) {
+  throw std::runtime_error("kbv_native was built without CUDA: nvml_clocks is not available");
 }
 
 #else
@@ -234,6 +239,47 @@ NvmlSample SampleNvml(int device) {
     missing("nvmlDeviceGetCurrentClocksEventReasons");
   }
   return sample;
+}
+
+NvmlClocks ReadNvmlClocks(int device) {
+  const Nvml& nvml = GetNvml();
+  if (!nvml.error.empty()) throw std::runtime_error("kbv_native: " + nvml.error);
+  static std::mutex mutex;
+  static auto* const handles = new std::map<int, nvmlDevice_t>();
+  nvmlDevice_t handle = nullptr;
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = handles->find(device); it != handles->end()) {
+      handle = it->second;
+    } else {
+      char bus_id[64] = {0};
+      if (nvml.HandleByPciBusId != nullptr &&
+          cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device) == cudaSuccess &&
+          nvml.HandleByPciBusId(bus_id, &handle) != NVML_SUCCESS) {
+        handle = nullptr;
+      }
+      if (handle == nullptr && nvml.HandleByIndex != nullptr && device >= 0 &&
+          nvml.HandleByIndex(static_cast<unsigned>(device), &handle) != NVML_SUCCESS) {
+        handle = nullptr;
+      }
+      if (handle == nullptr) {
+        throw std::runtime_error("kbv_native: NVML has no device for CUDA device " +
+                                 std::to_string(device));
+      }
+      handles->emplace(device, handle);
+    }
+  }
+  NvmlClocks clocks;
+  unsigned value = 0;
+  if (nvml.GetClockInfo != nullptr &&
+      nvml.GetClockInfo(handle, NVML_CLOCK_SM, &value) == NVML_SUCCESS) {
+    clocks.sm_clock_mhz = value;
+  }
+  unsigned long long reasons = 0;
+  if (nvml.GetEventReasons != nullptr && nvml.GetEventReasons(handle, &reasons) == NVML_SUCCESS) {
+    clocks.reasons = static_cast<std::int64_t>(reasons);
+  }
+  return clocks;
 }
 
 #endif

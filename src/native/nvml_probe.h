@@ -33,6 +33,15 @@ struct NvmlSample {
 // fails leaves its field empty and adds a line to `errors`.
 NvmlSample SampleNvml(int device);
 
+// The two figures read around every timed sample: SM clock and the clocks-event-reasons mask, -1
+// where the query failed. The NVML handle of each device is looked up once and cached. Throws
+// like SampleNvml when NVML is not there.
+struct NvmlClocks {
+  std::int64_t sm_clock_mhz = -1;
+  std::int64_t reasons = -1;
+};
+NvmlClocks ReadNvmlClocks(int device);
+
 // The names of the bits set in a clocks-event-reasons mask ("gpu_idle", "applications_clocks",
 // "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal", "hw_thermal", "hw_power_brake",
 // "display_clocks", and "bit_<n>" for a bit this module does not know). Pure; exposed for tests.

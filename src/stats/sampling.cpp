@@ -1,6 +1,7 @@
 #include "stats/sampling.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 
@@ -55,6 +56,35 @@ StopReason should_stop(const Profile& profile, const std::vector<std::span<const
   }
   if (elapsed_seconds >= profile.budget_seconds) return StopReason::Budget;
   return StopReason::Continue;
+}
+
+double relative_half_width(const Ratio& r) {
+  if (r.value <= 0) return INFINITY;
+  return (r.ci_high - r.ci_low) / 2.0 / r.value;
+}
+
+StopReason should_stop_speedup(const Profile& profile, std::span<const double> candidate,
+                               const std::vector<std::span<const double>>& baselines,
+                               double elapsed_seconds) {
+  size_t fewest = candidate.size();
+  for (const auto& side : baselines) fewest = std::min(fewest, side.size());
+  if (fewest >= static_cast<size_t>(profile.max_samples)) return StopReason::MaxSamples;
+  if (fewest >= static_cast<size_t>(profile.min_samples) && !baselines.empty()) {
+    // A cheaper bootstrap than the reported one: the rule only needs the width to a few percent.
+    bool precise = std::all_of(baselines.begin(), baselines.end(), [&](auto baseline) {
+      return relative_half_width(speedup(baseline, candidate, 0.02, 0.95, 500)) <= profile.target;
+    });
+    if (precise) return StopReason::Precise;
+  }
+  if (elapsed_seconds >= profile.budget_seconds) return StopReason::Budget;
+  return StopReason::Continue;
+}
+
+bool warmup_steady(std::span<const double> medians, double tolerance) {
+  if (medians.size() < 2) return false;
+  double last = medians[medians.size() - 1], before = medians[medians.size() - 2];
+  if (before <= 0) return last <= 0;
+  return std::abs(last - before) / before <= tolerance;
 }
 
 std::vector<int> round_order(int sides, int round) {

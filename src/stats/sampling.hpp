@@ -39,6 +39,20 @@ std::string_view to_string(StopReason reason);
 StopReason should_stop(const Profile& profile, const std::vector<std::span<const double>>& sides,
                        double elapsed_seconds);
 
+// The stopping rule on the figure that is reported: stops `Precise` once the percentile-bootstrap
+// interval of the speedup median(baseline) / median(candidate) against every baseline has a
+// relative half-width within the profile's target. Sample and time budgets as in should_stop.
+StopReason should_stop_speedup(const Profile& profile, std::span<const double> candidate,
+                               const std::vector<std::span<const double>>& baselines,
+                               double elapsed_seconds);
+
+// The relative half-width of a ratio's interval: (ci_high - ci_low) / 2 / value.
+double relative_half_width(const Ratio& r);
+
+// Steady clocks: successive warm-up batch medians agree within `tolerance` (relative). `medians`
+// are the medians of the batches so far, oldest first; false with fewer than two.
+bool warmup_steady(std::span<const double> medians, double tolerance = 0.02);
+
 // The order of the sides in round `round` (0-based): forward on even rounds, reversed on odd
 // ones (ABBA), so a linear drift weighs on every side alike.
 std::vector<int> round_order(int sides, int round);

@@ -186,5 +186,19 @@ TEST(Speedup, BootstrapIsDeterministicGivenTheSeed) {
   EXPECT_EQ(j["tie"], first.tie);
 }
 
+TEST(Speedup, TieClassificationAtTheEdges) {
+  // Just outside the 2% band with a point interval: a win, not a tie.
+  const std::vector<double> fast(20, 1.0), slower(20, 1.03), slowest(20, 0.97);
+  EXPECT_FALSE(speedup(slower, fast).tie);
+  EXPECT_FALSE(speedup(slowest, fast).tie);  // a 3% loss is a loss
+  // A 10% ratio whose interval still contains 1 (noisy, few samples): a tie.
+  const Ratio wide = speedup(jittered(8, 1.1, 0.5, 3), jittered(8, 1.0, 0.5, 4));
+  ASSERT_LE(wide.ci_low, 1.0);
+  ASSERT_GE(wide.ci_high, 1.0);
+  EXPECT_TRUE(wide.tie);
+  // The same 10% with tight samples is no tie.
+  EXPECT_FALSE(speedup(jittered(100, 1.1, 0.01, 3), jittered(100, 1.0, 0.01, 4)).tie);
+}
+
 }  // namespace
 }  // namespace kbv::stats

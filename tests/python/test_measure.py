@@ -1,0 +1,273 @@
+"""The worker's measurement pieces that run without a GPU: per-sample throttle classification,
+steady-clock warm-up, CPU timing with the new fields, secondary figures, memory sources, and the
+CUDA-only paths answering cleanly on a machine without one."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+NATIVE_DIR = os.environ.get("KBV_NATIVE_DIR", str(Path(__file__).resolve().parents[2] / "build"))
+sys.path.insert(0, NATIVE_DIR)
+try:
+    importlib.import_module("kbv_native")
+except ImportError as error:  # pragma: no cover - depends on the build
+    pytest.skip(f"kbv_native not importable from {NATIVE_DIR}: {error}", allow_module_level=True)
+
+from kbv import measure  # noqa: E402
+
+CPU = torch.device("cpu")
+HW_SLOWDOWN, SW_POWER_CAP, SW_THERMAL, GPU_IDLE = 0x8, 0x4, 0x20, 0x1
+
+
+def test_classify_takes_the_union_of_both_reads_and_ignores_failed_queries():
+    assert measure.classify_sample((1980, GPU_IDLE), (1755, SW_POWER_CAP)) == (
+        GPU_IDLE | SW_POWER_CAP,
+        1980,
+    )
+    assert measure.classify_sample((-1, -1), (1500, HW_SLOWDOWN)) == (HW_SLOWDOWN, 1500)
+    assert measure.classify_sample((-1, -1), (-1, -1)) == (0, -1)
+
+
+def test_slowdown_samples_are_discarded_power_capped_ones_kept_and_counted():
+    tally = measure.ThrottleTally(max_retries=2)
+    assert tally.keep(0, 1980)
+    assert tally.keep(SW_POWER_CAP, 1470)  # the normal state of heavy work: kept
+    assert not tally.keep(HW_SLOWDOWN, 1200)
+    assert not tally.keep(SW_THERMAL, 1300)
+    # Retries exhausted: the sample is kept and the report says so.
+    assert tally.keep(HW_SLOWDOWN, 1100)
+    report = tally.report()
+    assert report["kept"] == 3 and report["discarded"] == 2
+    assert report["power_capped"] == 1
+    assert report["retries_exhausted"] is True
+    assert report["discarded_reasons"] == {"hw_slowdown": 1, "sw_thermal": 1}
+    assert report["reasons"] == {"sw_power_cap": 1, "hw_slowdown": 1}
+    assert report["sm_clock_mhz"] == [1980, 1470, 1100]
+
+
+def test_honest_clocks_discard_nothing():
+    tally = measure.ThrottleTally(max_retries=5)
+    for _ in range(10):
+        assert tally.keep(GPU_IDLE, 1980)
+    report = tally.report()
+    assert report["discarded"] == 0 and report["power_capped"] == 0
+    assert not report["retries_exhausted"]
+
+
+def test_steady_warmup_stops_when_successive_medians_agree():
+    medians = iter([5.0, 3.0, 2.0, 2.01, 2.0, 2.0])
+    seen = []
+
+    def sample(n):
+        seen.append(n)
+        return [next(medians)] * n
+
+    info = measure.steady_warmup(sample, batch=4)
+    assert info["steady"] is True
+    assert info["batches"] == 4  # 5 -> 3 -> 2 -> 2.01: steady at the fourth
+    assert info["medians_ms"] == [5.0, 3.0, 2.0, 2.01]
+    assert seen == [4, 4, 4, 4]
+
+
+def test_steady_warmup_is_bounded_when_clocks_never_settle():
+    values = iter(range(1, 1000))
+    info = measure.steady_warmup(lambda n: [float(next(values))] * n, max_batches=6)
+    assert info["steady"] is False and info["batches"] == 6
+
+
+def test_cpu_time_calls_reports_throttle_not_applicable_and_warmup():
+    calls = []
+    result = measure.time_calls(lambda i: calls.append(i), CPU, 5, 2, steady=True)
+    assert len(result["samples_ms"]) == 5
+    assert result["method"] == "cpu_steady_clock"
+    assert result["throttle"] == {"status": "not_applicable"}
+    assert result["warmup"]["batches"] >= 2
+    plain = measure.time_calls(lambda i: None, CPU, 3, 1)
+    assert "warmup" not in plain and len(plain["samples_ms"]) == 3
+
+
+def test_cpu_secondary_figures():
+    x = torch.randn(256, 256)
+    result = measure.secondary_times(lambda i: x @ x, CPU, 4)
+    assert len(result["host_inclusive_ms"]) == 4 and len(result["hot_ms"]) == 4
+    assert all(v > 0 for v in result["host_inclusive_ms"] + result["hot_ms"])
+    assert result["hot_method"] == "cpu_back_to_back"
+    assert 3 <= result["hot_batch"] <= 100
+
+
+def test_kernel_audit_on_the_cpu_is_unavailable_not_an_error():
+    out = measure.kernel_audit(lambda i: None, CPU, 3)
+    assert out == {"available": False, "why": "not a CUDA device"}
+
+
+def test_memory_sources_group_into_the_issues_three():
+    assert measure.source_group("torch") == "torch"
+    for lib in ("cublas", "cudnn", "cufft"):
+        assert measure.source_group(lib) == "cublas_cudnn"
+    assert measure.source_group("ext:kbv_relu_ext.so") == "candidate_extension"
+    for other in ("cudart", "driver", "other:python3.12", "kind:device"):
+        assert measure.source_group(other) == "other"
+
+
+def test_cpu_peak_memory_sees_a_planted_allocation_and_is_not_partial():
+    def call():
+        scratch = torch.ones(64 * 1024 * 1024 // 4)  # 64 MiB
+        return float(scratch.sum())
+
+    result = measure.peak_memory(call, CPU)
+    assert result["partial"] is False
+    assert result["peak_bytes"] >= 48 * 1024 * 1024
+    assert result["method"].startswith("process_peak_rss")
+
+
+def test_first_call_is_only_recorded_on_cuda():
+    assert measure.observe_first_call(lambda: 7, CPU) == 7
+    assert measure.first_call_record() is None
+
+
+# -- the CUDA sample loop, against a fake kbv_native (no GPU needed) --------------------------
+class FakeNative:
+    """time_cuda and nvml_clocks as the loop sees them: `reads` are the NVML answers in order
+    (two a sample), `synchronizes` makes every blocked call time out."""
+
+    def __init__(self, reads=None, synchronizes=False, nvml=True):
+        self.reads = iter(reads or [])
+        self.synchronizes = synchronizes
+        self.nvml = nvml
+        self.calls: list[tuple[int, int, bool]] = []
+        self.indices: list[int] = []
+        self._decode_throttle_reasons = measure.kbv_native._decode_throttle_reasons
+
+    def time_cuda(self, fn, calls, warmup, stream, flush_l2=True, block=True):
+        self.calls.append((calls, warmup, block))
+        for i in range(warmup):
+            self.indices.append(i)
+            fn(i)
+        samples, timeouts = [], 0
+        for k in range(calls):
+            fn(warmup + k)
+            if block and self.synchronizes:
+                samples.append(2000.0)
+                timeouts += 1
+                break
+            samples.append(1.0 if block else 1.5)
+        return {"samples_ms": samples, "block_timeouts": timeouts}
+
+    def nvml_clocks(self, index):
+        if not self.nvml:
+            raise RuntimeError("NVML is not available: no libnvidia-ml.so.1")
+        return next(self.reads, (1980, 0))
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(
+        torch.cuda, "current_stream", lambda device=None: SimpleNamespace(cuda_stream=0)
+    )
+    monkeypatch.setattr(measure, "_synchronizes", False)
+
+    def install(fake):
+        monkeypatch.setattr(measure, "kbv_native", fake)
+        return fake
+
+    return install
+
+
+CUDA0 = torch.device("cuda", 0)
+
+
+def test_cuda_loop_retakes_slowdown_samples_and_counts_power_cap(fake_cuda):
+    reads = [(345, GPU_IDLE)]  # ClockProbe's check that NVML answers
+    reads += [(1980, GPU_IDLE), (1980, GPU_IDLE)]  # sample 1: clean
+    reads += [(1500, HW_SLOWDOWN), (1500, 0)]  # sample 2: discarded, retaken
+    reads += [(1470, SW_POWER_CAP), (1470, SW_POWER_CAP)]  # kept, power-capped
+    reads += [(1980, 0), (1980, 0)]
+    fake = fake_cuda(FakeNative(reads))
+    seen = []
+    result = measure.time_calls(lambda i: seen.append(i), CUDA0, 3, 2)
+    assert result["samples_ms"] == [1.0, 1.0, 1.0]
+    assert result["method"] == "cuda_events_blocked_cold_l2"
+    t = result["throttle"]
+    assert t["status"] == "ok" and t["kept"] == 3 and t["discarded"] == 1
+    assert t["discarded_reasons"] == {"hw_slowdown": 1}
+    assert t["power_capped"] == 1
+    assert t["sm_clock_mhz"] == [1980, 1470, 1980]
+    # Warm-up first, then one call a sample, the call index running on across samples.
+    assert fake.calls[0] == (0, 2, True)
+    assert all(c == (1, 0, True) for c in fake.calls[1:])
+    assert seen == list(range(6))
+
+
+def test_cuda_loop_times_a_synchronising_forward_unblocked_and_remembers(fake_cuda):
+    fake = fake_cuda(FakeNative(synchronizes=True))
+    result = measure.time_calls(lambda i: None, CUDA0, 4, 1)
+    assert result["samples_ms"] == [1.5] * 4
+    assert result["synchronizes_internally"] is True
+    assert result["method"] == "cuda_events_unblocked_cold_l2"
+    assert fake.calls[1][2] is True  # the first sample tried the blocker once
+    # The next request of this worker starts unblocked: no second time-out.
+    fake.calls.clear()
+    again = measure.time_calls(lambda i: None, CUDA0, 2, 0)
+    assert again["samples_ms"] == [1.5, 1.5]
+    assert all(block is False for _, _, block in fake.calls)
+
+
+def test_cuda_loop_without_nvml_says_why(fake_cuda):
+    fake_cuda(FakeNative(nvml=False))
+    result = measure.time_calls(lambda i: None, CUDA0, 5, 0, steady=True)
+    assert result["samples_ms"] == [1.0] * 5
+    assert result["throttle"]["status"] == "unavailable"
+    assert "libnvidia-ml" in result["throttle"]["why"]
+    assert result["warmup"]["steady"] is True
+
+
+def test_honest_cuda_loop_discards_nothing(fake_cuda):
+    fake_cuda(FakeNative([(1980, GPU_IDLE)] * 20))
+    result = measure.time_calls(lambda i: None, CUDA0, 10, 0)
+    assert len(result["samples_ms"]) == 10
+    assert result["throttle"]["discarded"] == 0 and result["throttle"]["power_capped"] == 0
+
+
+# -- end to end: `kbv eval --profile` on the CPU ---------------------------------------------
+@pytest.mark.e2e
+def test_eval_with_a_profile_times_adaptively_and_reports_every_figure(tmp_path, cache_dir):
+    import json
+    import subprocess
+
+    from conftest import CPU_CANDIDATES, PROBLEMS, kbv_binary
+
+    out = tmp_path / "result.json"
+    rel = "level1/3_ReLU.py"
+    command = [kbv_binary(), "eval", "-p", str(PROBLEMS / rel), "-c", str(CPU_CANDIDATES / rel)]
+    command += ["--device", "cpu", "--draws", "1", "--profile", "quick", "--quiet"]
+    command += ["--cache-dir", str(cache_dir), "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    timing = result["timing"]
+    assert timing["plan"]["adaptive"] is True
+    assert timing["plan"]["profile"]["name"] == "quick"
+    assert timing["stop_reason"] in ("precise", "max_samples", "budget")
+    n = timing["candidate"]["n"]
+    assert 5 <= n <= 50 and n % 5 == 0  # quick: 5 calls a round, 5 to 50 samples
+    assert timing["baseline_tf32"]["n"] == n == timing["baseline_fp32"]["n"]
+    for side in ("candidate", "baseline_tf32", "baseline_fp32"):
+        assert timing[side]["throttle"]["status"] == "not_applicable"
+        assert timing[side]["host_inclusive"]["n"] == 10
+        assert timing[side]["hot"]["n"] == 10
+        assert "kernel_audit" not in timing[side]
+        assert timing["warmup"][side]["batches"] >= 2
+    assert {"timing", "memory"} <= set(result["durations_s"])
+    assert result["memory"]["partial"] is False
+
+    # An unknown profile is a usage error, not a verdict.
+    bad = subprocess.run(command[:-2] + ["--profile", "sloppy"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "sloppy" in bad.stderr
