@@ -3,7 +3,7 @@
 # cache warm (same command, fresh database), and KernelBench's own evaluation
 # (bench/kernelbench_eval.py: its build_compile_cache in a process pool, then
 # eval_kernel_against_ref per candidate, 5 correctness and 100 performance trials) on the same
-# candidates (bench/make_bench_set.py: the bundled suite at --size large plus a KernelBench
+# candidates (bench/make_bench_set.py: the bundled suite at $SIZE plus a KernelBench
 # level-1 subset), each timed end to end; the whole sequence REPEATS times for repeatability.
 #
 #   TIME_BUDGET_S=480 REPEATS=2 bench/gpu_suite_bench.sh
@@ -29,7 +29,10 @@ WORK=${WORK:-/tmp/kbv-suite-bench}
 START=$(date +%s.%N)
 mkdir -p "$OUT"
 rm -rf "$WORK" && mkdir -p "$WORK"
-export PYTHONUNBUFFERED=1 KBV_SIZE=large TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+# SIZE: the bundled problems' sizes (small: harness cost dominates; large: KernelBench-like
+# GPU work). The KernelBench subset always has KernelBench's own sizes.
+SIZE=${SIZE:-small}
+export PYTHONUNBUFFERED=1 KBV_SIZE=$SIZE TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 export KBV_KERNELBENCH=${KBV_KERNELBENCH:-$PWD/.deps/KernelBench}
 
 elapsed() { python3 -c "import time; print(time.time() - $START)"; }
@@ -42,7 +45,7 @@ if [ ! -x build/kbv ]; then
   { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBV_BUILD_TESTS=OFF &&
     cmake --build build -j"$(nproc)"; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 fi
-record "{\"phase\": \"build_kbv\", \"seconds\": $(elapsed)}"
+record "{\"phase\": \"build_kbv\", \"seconds\": $(elapsed), \"size\": \"$SIZE\"}"
 python3 bench/kernelbench_eval.py --check-imports > "$OUT/kernelbench-imports.json" 2>&1
 python3 bench/make_bench_set.py --out "$WORK/set" --kernelbench "$KBV_KERNELBENCH" | tee "$OUT/set.txt"
 cp "$WORK/set/manifest.json" "$OUT/manifest.json"
@@ -67,7 +70,7 @@ run_phase() {
 }
 
 KBV_RUN=(build/kbv run --problems "$WORK/set/problems" --candidates "$WORK/set/candidates"
-  --device cuda --size large --jobs "$JOBS" --timeout 120 --compile-timeout 300)
+  --device cuda --size "$SIZE" --jobs "$JOBS" --timeout 120 --compile-timeout 300)
 # Rough needs (s) from the first repetition, used to skip a phase that cannot finish.
 NEED_COLD=60 NEED_WARM=30 NEED_KB=60
 PHASES=${PHASES:-kbv-cold kbv-warm kernelbench}

@@ -127,7 +127,14 @@ def main() -> None:
                     f"compile {data.get('compile_s', 0):.0f} s, eval {data.get('eval_s', 0):.0f} s"
                     f" of {data.get('candidates', '?')}; rc {p.get('rc')}"
                 )
-            walls.setdefault(name, []).append(p["seconds"])
+                total = data.get("candidates", 0)
+                if n and total and n < total:
+                    full = data["compile_s"] + data["eval_s"] / n * total
+                    note += f"; stopped by the budget, all {total} extrapolated: {full:.0f} s"
+            wall = p["seconds"]
+            if not name.startswith("kbv") and n and n < data.get("candidates", 0):
+                wall = data["compile_s"] + data["eval_s"] / n * data["candidates"]
+            walls.setdefault(name, []).append(wall)
             per = f"{p['seconds'] / n:.2f}" if n else "—"
             print(f"| {name} | {rep} | {p['seconds']:.1f} | {n} | {per} | {note} |")
     print()
@@ -137,6 +144,13 @@ def main() -> None:
         spread = (max(values) - min(values)) / statistics.mean(values) * 100 if values else 0
         print(f"| {name} | {statistics.mean(values):.1f} | {spread:.1f}% (n={len(values)}) |")
     print()
+    if "kernelbench" in walls:
+        kb = statistics.mean(walls["kernelbench"])
+        for name in ("kbv-cold", "kbv-warm"):
+            if name in walls:
+                print(f"- KernelBench / {name}: {kb / statistics.mean(walls[name]):.2f}x")
+        print("  (KernelBench's wall is extrapolated to the whole set where the budget stopped it)")
+        print()
 
     # kbv's time split, summed over each run's results.
     print("| kbv run | compile s | reference s | candidate s | idle s | reference sessions |")

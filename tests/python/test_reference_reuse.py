@@ -73,6 +73,13 @@ def results(db):
     return {sample: json.loads(text) for sample, text in rows}
 
 
+def results_by_problem(db):
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT problem, result_json FROM results").fetchall()
+    assert len({p for p, _ in rows}) == len(rows)
+    return {problem: json.loads(text) for problem, text in rows}
+
+
 @pytest.mark.e2e
 def test_reference_work_is_done_once_per_problem_and_shared(tmp_path, cache_dir, run_eval):
     candidates, paths = gemm_candidates(tmp_path)
@@ -122,13 +129,14 @@ def test_another_key_means_new_reference_work(tmp_path, cache_dir):
     assert first.returncode == 0, first.stderr
     # Two problems: two sessions, one each, never shared across problems.
     assert "2 reference sessions for 2 results" in first.stdout, first.stdout
-    a = results(tmp_path / "a.sqlite")
+    a = results_by_problem(tmp_path / "a.sqlite")
+    assert len(a) == 2
     keys_a = {r["problem"]["name"]: r["problem"]["reference"]["key"] for r in a.values()}
     assert len(set(keys_a.values())) == 2
     # Another protocol (and, being another run, another secret): another key.
     second = kbv_run(candidates, tmp_path / "b.sqlite", cache_dir, "--protocol", "standard")
     assert second.returncode == 0, second.stderr
-    b = results(tmp_path / "b.sqlite")
+    b = results_by_problem(tmp_path / "b.sqlite")
     keys_b = {r["problem"]["name"]: r["problem"]["reference"]["key"] for r in b.values()}
     assert not set(keys_a.values()) & set(keys_b.values())
     assert all(r["problem"]["reference"]["preparations"] == 1 for r in b.values())
