@@ -17,11 +17,15 @@
 # .deps/pylib (numpy, requests, pydantic for KernelBench's eval.py, if the machine lacks them).
 # A phase that would not fit in what is left of TIME_BUDGET_S is skipped and recorded as such;
 # KernelBench's evaluation stops taking candidates when the budget ends (the count evaluated is
-# recorded, so its per-candidate rate still compares). Writes $OUT (default results/gpu-suite):
-# phases.jsonl, kbv-*.sqlite, kb-*.json, table.md, and packs them into $OUT/gpu-suite.tgz.
+# recorded, so its per-candidate rate still compares). Everything (phases.jsonl, the kbv
+# databases kbv-*.sqlite, kernelbench-*.json, logs, manifest, table.md) is written under
+# $OUT/raw (OUT defaults to results/gpu-suite) and packed into $OUT/gpu-suite-rep<REPS>.tgz;
+# $OUT keeps only that archive and table.md (the device tool returns at most 8 files). Read
+# several calls' folders as one: bench/suite_bench_table.py A/raw B/raw.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-results/gpu-suite}
+FINAL=${OUT:-results/gpu-suite}
+OUT=$FINAL/raw
 BUDGET=${TIME_BUDGET_S:-480}
 REPEATS=${REPEATS:-2}
 JOBS=${JOBS:-$(nproc)}
@@ -88,5 +92,7 @@ done
 
 python3 bench/suite_bench_table.py "$OUT" > "$OUT/table.md" 2>&1
 cat "$OUT/table.md"
-(cd "$OUT" && tar czf gpu-suite.tgz --exclude=gpu-suite.tgz ./*)
 echo "total $(elapsed) s"
+TAG=$(echo "${REPS:-all}" | tr ' ' '-')
+cp "$OUT/table.md" "$FINAL/table-rep$TAG.md"
+tar czf "$FINAL/gpu-suite-rep$TAG.tgz" -C "$FINAL" raw && rm -rf "$OUT"
