@@ -96,7 +96,7 @@ class CandidateRole:
         started = time.perf_counter()
         result, outputs, at_return, watch = guards.guarded_call(
             lambda: hosting.forward(self.model, inputs, self.device),
-            lambda r: hosting.as_outputs(r)[0],
+            lambda r: _bounded(hosting.as_outputs(r)[0], request.get("max_output_bytes")),
             lambda: measure.synchronize(self.device),
         )
         seconds = time.perf_counter() - started
@@ -175,6 +175,7 @@ class CandidateRole:
         for i, path in enumerate(request.get("outputs", [])):
             if i in last:
                 outs, _ = hosting.as_outputs(last[i])
+                _bounded(outs, request.get("max_output_bytes"))
                 if all(isinstance(o, torch.Tensor) for o in outs):
                     hosting.save_outputs(Path(path), "candidate", outs)
                     saved.append(i)
@@ -253,3 +254,17 @@ def _build_cache_lock():
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _bounded(outputs: list, limit: int | None) -> list:
+    """Refuses (before any copy or file) outputs far larger than the reference's own: a
+    multi-GB return must cost its own result, not the disk, memory and time of the run."""
+    if limit:
+        total = sum(o.numel() * o.element_size() for o in outputs if isinstance(o, torch.Tensor))
+        if total > limit:
+            raise WorkerError(
+                "output_too_large",
+                f"the forward returned {total} bytes of output, more than the {limit} bytes "
+                "allowed (a multiple of the reference's own outputs); nothing was saved",
+            )
+    return outputs

@@ -138,6 +138,10 @@ class ReferenceRole:
         result["persistent_bytes"] = measure.state_bytes(self.model)
         return result
 
+    def cmd_ping(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Alive and serving: a kept reference is checked before another candidate reuses it."""
+        return {}
+
     def cmd_scan(self, request: dict[str, Any]) -> dict[str, Any]:
         """Static scan of the candidate file (parsed, never executed; this process is trusted)."""
         return scan.scan_file(request["candidate"])

@@ -130,6 +130,14 @@ int run_suite(kbv::eval::SuiteRequest& suite) {
   }
   fmt::print("build {:.1f} s, evaluation {:.1f} s; results in {}\n", summary.build_seconds,
              summary.evaluation_seconds, suite.database.string());
+  if (summary.evaluated > 0) {
+    auto part = [&](const char* name) { return summary.split.value(name, 0.0); };
+    fmt::print(
+        "time split (summed over results): compile {:.1f} s, reference {:.1f} s, candidate "
+        "{:.1f} s, idle {:.1f} s; {} reference session{} for {} results\n",
+        part("compile"), part("reference"), part("candidate"), part("idle"),
+        summary.reference_sessions, summary.reference_sessions == 1 ? "" : "s", summary.evaluated);
+  }
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "eval/guards.hpp"
 #include "eval/measurement.hpp"
 #include "eval/protocol.hpp"
+#include "eval/reference_session.hpp"
 #include "eval/state_match.hpp"
 #include "eval/suite.hpp"
 #include "eval/verdict.hpp"
@@ -71,19 +72,25 @@ class Evaluation {
 
   Result run() {
     auto started = Clock::now();
-    run_dir_ = make_run_dir(request_.work_dir);
     result_.protocol = protocol_.to_json();
     result_.candidate = {{"path", fs::absolute(request_.candidate).string()}};
     try {
       stages();
       check_run_dir();
     } catch (...) {
-      cleanup();
+      cleanup(true);
       throw;
     }
-    result_.durations_s["total"] = seconds_since(started);
+    if (session_) result_.problem["reference"] = session_->record(reused_);
+    double total = seconds_since(started);
+    result_.durations_s["total"] = total;
+    result_.durations_s["split"] = {
+        {"compile", compile_s_},
+        {"reference", reference_s_},
+        {"candidate", candidate_s_},
+        {"idle", std::max(0.0, total - compile_s_ - reference_s_ - candidate_s_)}};
     decide_verdict(result_, failure_);
-    cleanup();
+    cleanup(false);
     return result_;
   }
 
@@ -100,16 +107,16 @@ class Evaluation {
       throw UsageError(
           fmt::format("candidate file {} does not exist", request_.candidate.string()));
     }
-    secret_ = random_secret();
+    reused_ = acquire_reference();
     // Both workers start (and import torch) side by side.
-    start_reference();
     start_candidate();
-    json problem = load_problem();
+    if (!reused_) load_problem();
+    json problem = describe_problem();
     cand_->send({{"cmd", "load_candidate"},
                  {"candidate", fs::absolute(request_.candidate).string()},
                  {"device", request_.device},
                  {"init_inputs_path", init_inputs_path().string()}});
-    // The reference draws every case while the candidate builds.
+    // The reference draws every case while the candidate builds (once per problem and key).
     auto t = Clock::now();
     progress("drawing input families and golden outputs");
     json all_float_state = json::array();
@@ -121,6 +128,7 @@ class Evaluation {
     progress("building and loading the candidate");
     Response loaded = cand_->receive(request_.compile_timeout);
     result_.durations_s["candidate_load"] = seconds_since(t);
+    compile_s_ = result_.durations_s["candidate_load"];
     if (!loaded.ok()) return fail_load(loaded);
     result_.candidate["import_seconds"] = loaded.result.value("import_seconds", 0.0);
     note_numerics(loaded.result);
@@ -146,7 +154,7 @@ class Evaluation {
       result_.add_flag("params_matched_by_shape", Severity::Info,
                        fmt::format("matched by unique shape: {}", json(match.renamed).dump()));
     }
-    cand_->call({{"cmd", "set_mapping"}, {"mapping", match.mapping}}, request_.call_timeout);
+    cand_call({{"cmd", "set_mapping"}, {"mapping", match.mapping}}, request_.call_timeout);
     snapshot_run_dir();
 
     t = Clock::now();
@@ -188,6 +196,68 @@ class Evaluation {
             {"OMP_WAIT_POLICY", "PASSIVE"}};
   }
 
+  // The reference side: the slot's session when its key still holds (same problem content and
+  // path, device, protocol, draws, size, kbv), else a new one: a new run directory, secret and
+  // reference worker. Returns whether the session was reused.
+  bool acquire_reference() {
+    ReferenceKey want;
+    want.problem_sha256 = sha256_file(request_.problem);
+    want.device = request_.device;
+    want.protocol = protocol_.name;
+    want.protocol_version = protocol_.version;
+    want.draws = request_.hidden_draws;
+    want.size = request_.size;
+    want.kbv_version = std::string(kVersion);
+    auto* slot = request_.reference;
+    if (slot && slot->session && slot->session->key.same_request(want) &&
+        slot->session->problem == fs::absolute(request_.problem) && slot->session->worker &&
+        slot->session->worker->call({{"cmd", "ping"}}, std::chrono::seconds(30)).ok()) {
+      session_ = slot->session.get();
+    } else {
+      if (slot) slot->session.reset();  // stops the old reference, frees its directory
+      auto fresh = std::make_unique<ReferenceSession>();
+      fresh->key = want;
+      fresh->problem = fs::absolute(request_.problem);
+      fresh->keep_run_dir = request_.keep_work_dir;
+      fresh->run_dir = make_run_dir(request_.work_dir);
+      fresh->secret = random_secret();
+      fresh->key.secret_sha256 = sha256_hex(fresh->secret);
+      session_ = fresh.get();
+      if (slot) {
+        slot->session = std::move(fresh);
+        ++slot->sessions_started;
+      } else {
+        own_session_ = std::move(fresh);
+      }
+    }
+    run_dir_ = session_->run_dir;
+    secret_ = session_->secret;
+    ++session_->candidates;
+    // The candidate's own space starts empty: nothing of an earlier candidate is left to read.
+    for (const char* sub : {"candidate", "scratch"}) {
+      std::error_code ec;
+      fs::remove_all(run_dir_ / sub, ec);
+      fs::create_directories(run_dir_ / sub);
+    }
+    if (session_->worker) return true;
+    start_reference();
+    return false;
+  }
+
+  Response ref_call(const json& request, std::chrono::milliseconds timeout) {
+    auto t = Clock::now();
+    auto response = session_->worker->call(request, timeout);
+    reference_s_ += seconds_since(t);
+    return response;
+  }
+
+  Response cand_call(const json& request, std::chrono::milliseconds timeout) {
+    auto t = Clock::now();
+    auto response = cand_->call(request, timeout);
+    candidate_s_ += seconds_since(t);
+    return response;
+  }
+
   void start_reference() {
     orchestrate::WorkerOptions options;
     options.role = "reference";
@@ -200,7 +270,7 @@ class Evaluation {
     // The problem is user code too, but trusted to write its run's golden outputs: no network,
     // no read-only file system.
     options.sandbox.read_only_root = false;
-    ref_ = std::make_unique<WorkerProcess>(options);
+    session_->worker = std::make_unique<WorkerProcess>(options);
   }
 
   // Inside inputs/: the candidate starts before the reference writes this file, and a directory
@@ -239,18 +309,23 @@ class Evaluation {
     result_.isolation = cand_->isolation();
   }
 
-  json load_problem() {
+  void load_problem() {
     progress("loading the problem");
-    auto response = ref_->call({{"cmd", "load_problem"},
-                                {"problem", fs::absolute(request_.problem).string()},
-                                {"device", request_.device},
-                                {"init_inputs_path", init_inputs_path().string()}},
-                               reference_timeout());
+    auto response = ref_call({{"cmd", "load_problem"},
+                              {"problem", fs::absolute(request_.problem).string()},
+                              {"device", request_.device},
+                              {"init_inputs_path", init_inputs_path().string()}},
+                             reference_timeout());
     require_reference(response, "loading the problem");
-    const auto& r = response.result;
+    session_->loaded = response.result;
+    session_->key.software = software_of(response.result["environment"]);
+  }
+
+  json describe_problem() {
+    const auto& r = session_->loaded;
     result_.problem = {{"name", r["name"]},
                        {"path", fs::absolute(request_.problem).string()},
-                       {"sha256", sha256_file(request_.problem)},
+                       {"sha256", session_->key.problem_sha256},
                        {"size", request_.size},
                        {"inputs", r["inputs"]},
                        {"degenerate", false}};
@@ -264,22 +339,34 @@ class Evaluation {
     return r;
   }
 
+  // The cases drawn for `redraw` (the parameter names re-drawn): the session's own when they
+  // were drawn for the same names, else drawn now (overwriting the previous set on disk).
   json prepare(const json& redraw) {
+    if (session_->preparations == 0 || session_->prepared_redraw != redraw) {
+      session_->prepared = draw_cases(redraw);
+      session_->prepared_redraw = redraw;
+      session_->audit.reset();
+      ++session_->preparations;
+    }
+    for (const auto& note : session_->prepared["notes"]) {
+      result_.add_flag("family_replaced", Severity::Info, note.value("detail", ""));
+    }
+    return session_->prepared;
+  }
+
+  json draw_cases(const json& redraw) {
     json families = json::array();
     for (const auto& f : protocol_.families) {
       families.push_back({{"name", f.name}, {"draws", f.draws}});
     }
-    auto response = ref_->call({{"cmd", "prepare"},
-                                {"secret", secret_},
-                                {"families", families},
-                                {"redraw", redraw},
-                                {"directory", run_dir_.string()},
-                                {"timing_families", protocol_.timing_families}},
-                               reference_timeout());
+    auto response = ref_call({{"cmd", "prepare"},
+                              {"secret", secret_},
+                              {"families", families},
+                              {"redraw", redraw},
+                              {"directory", run_dir_.string()},
+                              {"timing_families", protocol_.timing_families}},
+                             reference_timeout());
     require_reference(response, "drawing the input families");
-    for (const auto& note : response.result["notes"]) {
-      result_.add_flag("family_replaced", Severity::Info, note.value("detail", ""));
-    }
     return response.result;
   }
 
@@ -417,8 +504,8 @@ class Evaluation {
 
   // Static scan of the candidate's source by the (trusted) reference worker: evidence only.
   void scan_candidate() {
-    auto response = ref_->call({{"cmd", "scan"}, {"candidate", fs::absolute(request_.candidate)}},
-                               reference_timeout());
+    auto response = ref_call({{"cmd", "scan"}, {"candidate", fs::absolute(request_.candidate)}},
+                             reference_timeout());
     if (!response.ok()) return;
     result_.candidate["scan"] = response.result;
     for (const auto& [id, finding] : response.result["findings"].items()) {
@@ -451,11 +538,12 @@ class Evaluation {
       ++index;
       progress(fmt::format("checking {} ({}/{})", c["id"].get<std::string>(), index, cases.size()));
       auto output = run_dir_ / "candidate" / (c["id"].get<std::string>() + ".safetensors");
-      auto response = cand_->call({{"cmd", "run_case"},
-                                   {"inputs", c["inputs"]},
-                                   {"state", c["state"]},
-                                   {"output", output.string()}},
-                                  request_.call_timeout);
+      auto response = cand_call({{"cmd", "run_case"},
+                                 {"inputs", c["inputs"]},
+                                 {"state", c["state"]},
+                                 {"output", output.string()},
+                                 {"max_output_bytes", output_limit({&c})}},
+                                request_.call_timeout);
       auto& fam = family(c["family"], 0);
       fam.evaluated = true;
       if (!response.ok()) {
@@ -539,6 +627,20 @@ class Evaluation {
     return outcome;
   }
 
+  // The most output a candidate may return for these cases: twice the golden file (which holds
+  // the TF32, FP32 and float64 outputs), at least 64 MiB. Larger returns are refused by the
+  // worker before any copy, so a multi-GB output costs only its own result.
+  static unsigned long long output_limit(const std::vector<const json*>& cases) {
+    unsigned long long largest = 0;
+    std::error_code ec;
+    for (const auto* c : cases) {
+      if (!c) continue;
+      auto size = fs::file_size((*c)["golden"].get<std::string>(), ec);
+      if (!ec) largest = std::max<unsigned long long>(largest, size);
+    }
+    return std::max(64ULL << 20, 2 * largest);
+  }
+
   // Every output of a candidate file against a case's golden outputs: passed, and why not.
   std::pair<bool, std::string> matches_golden(const json& c, const fs::path& output_file) {
     if (!fs::exists(output_file)) return {false, "no output was saved"};
@@ -587,9 +689,10 @@ class Evaluation {
       json request = {{"cmd", "run_case"},
                       {"inputs", c["inputs"]},
                       {"state", c["state"]},
-                      {"output", output.string()}};
+                      {"output", output.string()},
+                      {"max_output_bytes", output_limit({&c})}};
       request.update(extra);
-      auto response = cand_->call(request, request_.call_timeout);
+      auto response = cand_call(request, request_.call_timeout);
       if (!response.ok()) {
         fail_call(response, fmt::format("a re-check ({}) on {}", tag, c["id"].get<std::string>()));
         return std::nullopt;
@@ -645,14 +748,14 @@ class Evaluation {
   // B1/B2: which operators the forward dispatched and whether the candidate's extension ran.
   bool trace_check(const json& c) {
     json request = {{"cmd", "trace"}, {"inputs", c["inputs"]}, {"state", c["state"]}};
-    auto cand = cand_->call(request, request_.call_timeout);
+    auto cand = cand_call(request, request_.call_timeout);
     if (!cand.ok()) {
       fail_call(cand, "tracing the forward's operators");
       return false;
     }
     note_numerics(cand.result);
     note_harness(cand.result, "tracing the forward");
-    auto ref = ref_->call(request, reference_timeout());
+    auto ref = ref_call(request, reference_timeout());
     require_reference(ref, "tracing the reference's operators");
     auto trace = assess_trace(ref.result, cand.result);
     result_.candidate["trace"] = trace.record;
@@ -673,7 +776,7 @@ class Evaluation {
     for (const auto& entry : fs::directory_iterator(run_dir_, ec)) {
       out[entry.path().filename().string()] = {0, {}};
     }
-    for (const char* sub : {"inputs", "state"}) {
+    for (const char* sub : {"inputs", "state", "golden"}) {
       for (const auto& entry : fs::directory_iterator(run_dir_ / sub, ec)) {
         out[fmt::format("{}/{}", sub, entry.path().filename().string())] = {
             entry.file_size(ec), entry.last_write_time(ec)};
@@ -710,7 +813,8 @@ class Evaluation {
     for (const auto& c : cases) {
       audit_cases.push_back({c["id"], c["golden"].get<std::string>(), c.value("input_rms", 0.0)});
     }
-    auto audit = audit_problem(audit_cases);
+    if (!session_->audit) session_->audit = audit_problem(audit_cases);
+    const auto& audit = *session_->audit;
     result_.problem["degenerate"] = audit.degenerate;
     result_.problem["audit"] = audit.to_json();
     if (audit.degenerate) {
@@ -727,10 +831,10 @@ class Evaluation {
   // -- timing and memory -----------------------------------------------------------------------
   void measure(const json& prepared) {
     bool cuda = request_.device.starts_with("cuda");
-    auto response = cand_->call({{"cmd", "prepare_timing"},
-                                 {"state", prepared["cases"][0]["state"]},
-                                 {"inputs", prepared["timing_inputs"]}},
-                                request_.call_timeout);
+    auto response = cand_call({{"cmd", "prepare_timing"},
+                               {"state", prepared["cases"][0]["state"]},
+                               {"inputs", prepared["timing_inputs"]}},
+                              request_.call_timeout);
     if (!response.ok()) return fail_call(response, "loading the timing inputs");
 
     // The last output of each timing set is saved by the candidate and judged against the
@@ -750,12 +854,15 @@ class Evaluation {
       bool timed_call = request["cmd"] == "time";
       if (who != "cand") {
         sent["variant"] = who;
-        Response timed = ref_->call(sent, reference_timeout());
+        Response timed = ref_call(sent, reference_timeout());
         require_reference(timed, "timing the baseline");
         return timed.result;
       }
-      if (timed_call) sent["outputs"] = timed_outputs;
-      Response timed = cand_->call(sent, request_.call_timeout * 2);
+      if (timed_call) {
+        sent["outputs"] = timed_outputs;
+        sent["max_output_bytes"] = output_limit(timing_cases);
+      }
+      Response timed = cand_call(sent, request_.call_timeout * 2);
       if (!timed.ok()) {
         fail_call(timed, "timing");
         return std::nullopt;
@@ -793,11 +900,17 @@ class Evaluation {
 
     progress("measuring memory");
     started = Clock::now();
-    auto cand_memory = cand_->call({{"cmd", "memory"}}, request_.call_timeout);
+    auto cand_memory = cand_call({{"cmd", "memory"}}, request_.call_timeout);
     if (!cand_memory.ok()) return fail_call(cand_memory, "the memory measurement");
     note_harness(cand_memory.result, "measuring memory");
-    auto ref_memory = ref_->call({{"cmd", "memory"}}, reference_timeout());
-    require_reference(ref_memory, "measuring the baseline's memory");
+    // The baseline's memory does not depend on the candidate: measured once per session.
+    if (session_->memory.is_null()) {
+      auto ref_memory = ref_call({{"cmd", "memory"}}, reference_timeout());
+      require_reference(ref_memory, "measuring the baseline's memory");
+      session_->memory = ref_memory.result;
+    }
+    Response ref_memory;
+    ref_memory.result = session_->memory;
     result_.durations_s["memory"] = seconds_since(started);
     double cand_peak = cand_memory.result.value("peak_bytes", 0.0);
     double ref_peak = ref_memory.result.value("peak_bytes", 0.0);
@@ -813,12 +926,15 @@ class Evaluation {
                       {"reference_detail", ref_memory.result}};
   }
 
-  void cleanup() {
+  // The candidate's worker always goes. The reference session stays in its slot for the next
+  // candidate unless this evaluation failed on the reference's side or the run directory was
+  // tampered with (then nothing of it is trusted again).
+  void cleanup(bool failed) {
     if (cand_) cand_->stop();
-    if (ref_) ref_->stop();
-    if (!request_.keep_work_dir && !run_dir_.empty()) {
-      std::error_code ec;
-      fs::remove_all(run_dir_, ec);
+    own_session_.reset();
+    auto* slot = request_.reference;
+    if (slot && slot->session && (failed || result_.has_flag("run_dir_tampered"))) {
+      slot->session.reset();
     }
   }
 
@@ -828,7 +944,10 @@ class Evaluation {
   std::optional<StageFailure> failure_;
   fs::path run_dir_;
   std::string secret_;
-  std::unique_ptr<WorkerProcess> ref_;
+  ReferenceSession* session_ = nullptr;            // the slot's, or own_session_
+  std::unique_ptr<ReferenceSession> own_session_;  // when the request has no slot
+  bool reused_ = false;
+  double compile_s_ = 0, reference_s_ = 0, candidate_s_ = 0;
   std::unique_ptr<WorkerProcess> cand_;
   int precision_lowerings_ = 0;
   std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> run_dir_listing_;

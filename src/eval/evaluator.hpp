@@ -13,6 +13,8 @@
 
 namespace kbv::eval {
 
+struct ReferenceSlot;
+
 // A fault of the user's input that is not the candidate's (a malformed problem, no GPU for
 // --device cuda): kbv exits non-zero with this message instead of a verdict.
 class UsageError : public std::runtime_error {
@@ -39,6 +41,10 @@ struct EvalRequest {
   bool sandbox = true;
   unsigned long long max_host_memory_bytes = 16ULL << 30;  // candidate heap cap (CPU device)
   std::function<void(const std::string&)> progress;        // one line per stage
+  // When set (kbv run: one per device thread), the reference work of the problem is kept
+  // there and reused by the next candidate of the same problem with the same key
+  // (src/eval/reference_session.hpp); when null, everything is private to this evaluation.
+  ReferenceSlot* reference = nullptr;
 };
 
 Result evaluate(const EvalRequest& request);

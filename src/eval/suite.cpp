@@ -2,15 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "core/hash.hpp"
+#include "eval/reference_session.hpp"
 #include "orchestrate/worker_process.hpp"
 #include "store/store.hpp"
 
@@ -45,21 +48,30 @@ json settings_of(const EvalRequest& r) {
           {"kbv", std::string(kVersion)}};
 }
 
+// Written into a candidate's cache folder once a build-ahead import of it succeeded: a warm
+// run starts no build worker for it (torch's own check still guards the library itself).
+constexpr const char* kBuiltMarker = ".kbv-built";
+
 // Builds candidates ahead of evaluation, `jobs` at a time, each in its own sandboxed worker:
 // the worker only imports the file, which compiles its extensions into the content-keyed cache.
-// A failed build is not an error here: the evaluation reports it as compile_error.
-void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const SuiteRequest& request,
-                 fs::path scratch) {
+// A failed build is not an error here: the evaluation reports it as compile_error. Returns the
+// wall seconds of each build by cache folder (0 for one already built).
+std::map<fs::path, double> build_ahead(const std::vector<const orchestrate::Task*>& tasks,
+                                       const SuiteRequest& request, fs::path scratch) {
+  std::map<fs::path, double> seconds;
   std::deque<const orchestrate::Task*> queue;
   std::set<fs::path> seen;
   for (const auto* t : tasks) {
     auto dir =
         extension_cache_dir(request.settings.cache_dir, t->candidate.path, request.settings.device);
-    if (seen.insert(dir).second) queue.push_back(t);
+    if (!seen.insert(dir).second) continue;
+    seconds[dir] = 0;
+    if (!fs::exists(dir / kBuiltMarker)) queue.push_back(t);
   }
   struct Running {
     std::unique_ptr<orchestrate::WorkerProcess> worker;
     Clock::time_point started;
+    fs::path cache;
   };
   std::vector<Running> running;
   size_t done = 0, total = queue.size();
@@ -89,13 +101,16 @@ void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const Suite
       options.sandbox.max_new_processes = 512;
       auto worker = std::make_unique<orchestrate::WorkerProcess>(options);
       worker->send({{"cmd", "import"}, {"candidate", fs::absolute(task->candidate.path).string()}});
-      running.push_back({std::move(worker), Clock::now()});
+      running.push_back({std::move(worker), Clock::now(), cache});
     }
     for (auto it = running.begin(); it != running.end();) {
       bool timed_out = since(it->started) > request.settings.compile_timeout.count();
       if (it->worker->ready(std::chrono::milliseconds(50)) || timed_out) {
-        if (!timed_out) it->worker->receive(std::chrono::milliseconds(1000));
+        if (!timed_out && it->worker->receive(std::chrono::milliseconds(1000)).ok()) {
+          std::ofstream(it->cache / kBuiltMarker) << "built\n";
+        }
         it->worker->stop();
+        seconds[it->cache] = since(it->started);
         it = running.erase(it);
         ++done;
         if (request.settings.progress) {
@@ -106,6 +121,7 @@ void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const Suite
       }
     }
   }
+  return seconds;
 }
 
 // After a crash or hang on a GPU: can a fresh process still allocate, compute and synchronise
@@ -150,7 +166,13 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   json settings = settings_of(request.settings);
   std::vector<const orchestrate::Task*> todo;
   std::vector<std::string> keys;
-  for (const auto& task : found.tasks) {
+  // Candidates of one problem in a row, so each device's kept reference serves them all.
+  std::vector<const orchestrate::Task*> ordered;
+  for (const auto& task : found.tasks) ordered.push_back(&task);
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto* a, const auto* b) { return a->problem.path < b->problem.path; });
+  for (const auto* task_ptr : ordered) {
+    const auto& task = *task_ptr;
     auto key =
         store::run_key(sha256_file(task.problem.path), sha256_file(task.candidate.path), settings);
     if (db.has(key)) {
@@ -168,7 +190,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
       request.settings.work_dir.empty() ? fs::temp_directory_path() : request.settings.work_dir;
   auto scratch = scratch_root / fmt::format("kbv-build-{}", ::getpid());
   auto started = Clock::now();
-  build_ahead(todo, request, scratch);
+  auto build_seconds = build_ahead(todo, request, scratch);
   std::error_code ec;
   fs::remove_all(scratch, ec);
   summary.build_seconds = since(started);
@@ -179,7 +201,10 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   std::mutex lock;  // guards the queue, the summary, the broken-problem set and the log
   std::set<fs::path> broken_problems;
   size_t next = 0, finished = 0;
+  std::set<fs::path> compile_counted;  // a build shared by identical files counts once
   auto worker = [&](const std::string& device) {
+    ReferenceSlot reference;  // this device's kept reference work, one problem at a time
+    int sessions_counted = 0;
     while (true) {
       size_t i;
       {
@@ -194,6 +219,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
       eval.candidate = task.candidate.path;
       eval.device = device;
       eval.progress = nullptr;  // one line per candidate, not per stage
+      eval.reference = &reference;
       Result result;
       try {
         result = evaluate(eval);
@@ -206,6 +232,21 @@ SuiteSummary run_suite(const SuiteRequest& request) {
                           error.what()));
         }
         continue;
+      }
+      {
+        // The build ahead of evaluation is this result's compile time too.
+        std::lock_guard guard(lock);
+        auto cache = extension_cache_dir(request.settings.cache_dir, task.candidate.path,
+                                         request.settings.device);
+        double ahead = compile_counted.insert(cache).second ? build_seconds[cache] : 0.0;
+        auto& split = result.durations_s["split"];
+        result.durations_s["build_ahead"] = ahead;
+        split["compile"] = split.value("compile", 0.0) + ahead;
+        for (const auto& [part, value] : split.items()) {
+          summary.split[part] = summary.split.value(part, 0.0) + value.get<double>();
+        }
+        summary.reference_sessions += reference.sessions_started - sessions_counted;
+        sessions_counted = reference.sessions_started;
       }
       store::RowInfo info{keys[i],
                           task.candidate.run,

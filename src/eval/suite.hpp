@@ -38,6 +38,12 @@ struct SuiteSummary {
   // stored, so a rerun retries them). Always reported, also in quiet mode.
   std::vector<orchestrate::Unmatched> broken_problems;
   double build_seconds = 0, evaluation_seconds = 0;
+  // Where the time went, summed over this run's results (durations_s.split of each): compile
+  // (the build ahead of evaluation plus loading the candidate), reference (calls to the
+  // reference worker), candidate (calls to the candidate worker, loading excepted), idle (the
+  // rest of each evaluation: process starts, comparisons, file work).
+  nlohmann::json split = nlohmann::json::object();
+  int reference_sessions = 0;  // reference workers started (problem x device x key)
 };
 
 // Progress goes to `request.settings.progress` as one line per event.

@@ -171,3 +171,37 @@ def test_no_other_process_is_visible(tmp_path, run_eval):
     evaluation = run_eval(RELU, candidate(tmp_path, "seer", body))
     require_isolation(evaluation)
     assert evaluation.verdict == "correct", evaluation.result["reason"]
+
+
+@pytest.mark.e2e
+def test_multi_gb_outputs_cost_only_their_own_result(tmp_path, cache_dir):
+    """5 GiB returned (allocated lazily, so the test itself stays cheap) is refused before any
+    copy or file; 64 GiB cannot even be allocated under the heap limit. Both end as a verdict
+    with a reason, the honest candidate after them is evaluated, every row is in the store."""
+    from test_run import kbv_run, rows
+
+    folder = tmp_path / "cands" / "big"
+    folder.mkdir(parents=True)
+    for sample, gib in enumerate((5, 64)):
+        forward = f"""
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.empty({gib} << 30, dtype=torch.uint8)
+"""
+        (folder / f"level_1_problem_3_sample_{sample}_kernel.py").write_text(HEADER + forward)
+    (folder / "level_1_problem_3_sample_2_kernel.py").write_text(HEADER + HONEST_FORWARD)
+    db = tmp_path / "big.sqlite"
+    done = kbv_run(tmp_path / "cands", db, cache_dir=cache_dir)
+    assert done.returncode == 0, done.stderr
+    assert [r[5] for r in rows(db)] == ["runtime_error", "runtime_error", "correct"]
+    import json
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        reasons = [
+            json.loads(text)["reason"]
+            for (text,) in con.execute("SELECT result_json FROM results ORDER BY sample")
+        ]
+    assert "bytes of output, more than" in reasons[0], reasons[0]
+    assert str(5 << 30) in reasons[0]
+    assert "memory" in reasons[1].lower(), reasons[1]

@@ -1,0 +1,75 @@
+// The reference side of one problem on one device, shared by every candidate of that problem
+// that `kbv run` evaluates there in a row: one reference worker kept alive (problem loaded,
+// model warm), one private run directory holding the drawn cases (inputs, re-drawn state,
+// golden outputs with the float64 truth), the audit of those cases and the baseline's memory.
+// What stays per candidate: the candidate's own worker, outputs and scratch space, the static
+// scan, the operator trace, and the baseline timings, which are interleaved with each
+// candidate's own (ABBA rounds) by the same live reference worker.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "eval/audit.hpp"
+#include "orchestrate/worker_process.hpp"
+
+namespace kbv::eval {
+
+// Everything the shared reference work depends on. A session is reused only while its key
+// still matches; anything else (new problem content, device, protocol or its version, draws,
+// size, kbv, torch/CUDA/driver, a new secret seed) means new reference work.
+struct ReferenceKey {
+  std::string problem_sha256;
+  std::string device;  // as given: cpu, cuda:0 ...
+  std::string protocol;
+  int protocol_version = 0;
+  int draws = 0;
+  std::string size;
+  std::string kbv_version;
+  nlohmann::json software = nlohmann::json::object();  // torch, CUDA, driver, python, GPU name
+  std::string secret_sha256;
+
+  nlohmann::json to_json() const;
+  std::string digest() const;  // SHA-256 of to_json()
+  // The part known before a reference worker starts; the software and secret belong to the
+  // session itself and cannot change under a live worker.
+  bool same_request(const ReferenceKey& other) const;
+};
+
+// The software fields of a reference worker's environment report that the key keeps.
+nlohmann::json software_of(const nlohmann::json& environment);
+
+struct ReferenceSession {
+  ReferenceKey key;
+  std::filesystem::path problem;  // absolute path: the result's name and path come from it
+  std::filesystem::path run_dir;  // private: the candidate sees only inputs/ and state/
+  std::string secret;
+  std::unique_ptr<orchestrate::WorkerProcess> worker;
+  nlohmann::json loaded;  // the load_problem answer
+  // The prepared cases and the parameter names they were drawn with (`redraw`): a candidate
+  // whose parameters match differently needs a new preparation (the values depend on the set).
+  nlohmann::json prepared;
+  nlohmann::json prepared_redraw;
+  std::optional<ProblemAudit> audit;  // of `prepared`, once computed
+  nlohmann::json memory;              // the baseline's memory answer, null until measured
+  int preparations = 0;               // prepare calls made by this session
+  int candidates = 0;                 // candidates that used it
+  bool keep_run_dir = false;
+
+  ReferenceSession() = default;
+  ReferenceSession(const ReferenceSession&) = delete;
+  ReferenceSession& operator=(const ReferenceSession&) = delete;
+  ~ReferenceSession();
+  nlohmann::json record(bool reused) const;  // what a result stores under problem.reference
+};
+
+// One per device thread of `kbv run`: the session of the problem it evaluated last.
+struct ReferenceSlot {
+  std::unique_ptr<ReferenceSession> session;
+  int sessions_started = 0;
+};
+
+}  // namespace kbv::eval
