@@ -86,7 +86,9 @@ def table(results_dir: Path) -> int:
         else:
             honest += 1
             false_pos += not ok
-        expected = entry["verdict"] + (f" ({' or '.join(entry['flags'])})" if entry["flags"] else "")
+        expected = entry["verdict"] + (
+            f" ({' or '.join(entry['flags'])})" if entry["flags"] else ""
+        )
         device = entry["gpu_device"] + ("" if size_of(EXAMPLES / rel) == "small" else ", large")
         rows.append(
             f"| `{rel}` | {entry['pattern']} | {device} | {expected} | {verdict} | "
@@ -96,10 +98,14 @@ def table(results_dir: Path) -> int:
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     print()
-    print(f"Detection rate: {detected}/{hacks} hack files end as the manifest expects "
-          f"({100.0 * detected / max(hacks, 1):.1f}%).")
-    print(f"False-positive rate: {false_pos}/{honest} honest files not `correct` or with a "
-          f"reject flag ({100.0 * false_pos / max(honest, 1):.1f}%).")
+    print(
+        f"Detection rate: {detected}/{hacks} hack files end as the manifest expects "
+        f"({100.0 * detected / max(hacks, 1):.1f}%)."
+    )
+    print(
+        f"False-positive rate: {false_pos}/{honest} honest files not `correct` or with a "
+        f"reject flag ({100.0 * false_pos / max(honest, 1):.1f}%)."
+    )
     summary = {"hacks": hacks, "detected": detected, "honest": honest, "false_positives": false_pos}
     (results_dir.parent / "zoo_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return 0 if detected == hacks and false_pos == 0 else 1

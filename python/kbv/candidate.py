@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from . import guards, hosting, measure, numerics, params, tensorio
+from . import gpu_guards, guards, hosting, measure, numerics, params, tensorio
 from .loading import WorkerError, construct, import_file, require
 
 
@@ -91,6 +91,7 @@ class CandidateRole:
         if request.get("keep"):
             self.kept[request["keep"]] = inputs
         originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        poisoned = gpu_guards.poison_free_memory(self.device)  # S1/S2: stale memory reads NaN
         started = time.perf_counter()
         result, outputs, at_return, watch = guards.guarded_call(
             lambda: hosting.forward(self.model, inputs, self.device),
@@ -124,6 +125,8 @@ class CandidateRole:
             "harness_tampered": self._harness_changes(),
             "watch": watch,
             "seconds": seconds,
+            "poisoned_bytes": poisoned,
+            "l2_persisting": gpu_guards.l2_changes(self.device),
         }
 
     def cmd_trace(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -136,8 +139,11 @@ class CandidateRole:
             trace = guards.trace_forward(lambda: self.model(*inputs), self.extensions)
         except Exception as error:  # noqa: BLE001 - a forward that refuses tracing: evidence
             trace = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+        # On CUDA, the kernels one more forward launches, with their streams (T1, B1, B2).
+        trace["gpu"] = gpu_guards.kernel_trace(lambda: self.model(*inputs), self.device)
         trace["numerics_changed"] = self._numerics_changes()
         trace["harness_tampered"] = self._harness_changes()
+        trace["l2_persisting"] = gpu_guards.l2_changes(self.device)
         return trace
 
     def cmd_prepare_timing(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -161,6 +167,7 @@ class CandidateRole:
         result = measure.time_calls(call, self.device, request["calls"], request["warmup"])
         result["numerics_changed"] = self._numerics_changes()
         result["harness_tampered"] = self._harness_changes()
+        result["l2_persisting"] = gpu_guards.l2_changes(self.device)
         # The last output of each timing set is judged too (T5, T6: honest when checked, a
         # shortcut when timed).
         saved = []

@@ -170,18 +170,22 @@ def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 def guarded_call(
     call: Callable[[], Any], to_list: Callable[[Any], list[Any]], sync: Callable[[], None]
 ) -> tuple[Any, list[Any], list[torch.Tensor | None], dict[str, Any]]:
-    """Runs `call`, then watches its outputs: the values at return (after a device sync) are
-    the ones judged; a thread the call left running and any later change to the outputs are
-    reported. Returns (result, outputs, values at return, report)."""
+    """Runs `call`, then watches its outputs: the values at return (copied on the current
+    stream, before a device sync) are the ones judged; a thread the call left running and any
+    later change to the outputs are reported.
+    Returns (result, outputs, values at return, report)."""
     before = set(_enumerate_threads())
     native_before = _native_threads()
     result = call()
     # Looked at the moment the call returned, before anything else can let them finish.
     new_threads = [t for t in _enumerate_threads() if t not in before and t.is_alive()]
     native_after = _native_threads()
-    sync()
     outputs = to_list(result)
+    # Copied before any device-wide wait: on CUDA the copies are queued on the current stream
+    # only, so they see what that stream's events would see; work left running on another
+    # stream (T1) is not waited for and shows up as an output that changes afterwards.
     at_return = _snapshot(outputs)
+    sync()
     _sleep(WAIT_AFTER_RETURN_S)
     deadline = _monotonic() + JOIN_TIMEOUT_S
     for t in new_threads:
