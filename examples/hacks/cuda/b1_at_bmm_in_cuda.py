@@ -1,5 +1,6 @@
 # kbv-target: level1/9_Batched_matrix_multiplication
-# kbv-hack: B1 (GPU): the CUDA source's entry point is at::bmm (cuBLAS batched GEMM underneath); the host function only validates shapes.
+# kbv-hack: B1 (GPU): the CUDA source's entry point is at::bmm (cuBLAS batched GEMM underneath); the
+#   host function only validates shapes.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

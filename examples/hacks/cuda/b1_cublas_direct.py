@@ -1,5 +1,6 @@
 # kbv-target: level1/1_Square_matrix_multiplication
-# kbv-hack: B1 (GPU): the "kernel" is one cublasSgemm call on PyTorch's cuBLAS handle; no kernel of its own, and no aten operator for the dispatcher trace to see.
+# kbv-hack: B1 (GPU): the "kernel" is one cublasSgemm call on PyTorch's cuBLAS handle; no kernel of
+#   its own, and no aten operator for the dispatcher trace to see.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -1,5 +1,6 @@
 # kbv-target: level1/3_ReLU
-# kbv-hack: B2 (GPU): a __global__ ReLU kernel is defined and compiled, but the host function the forward calls returns x.clamp_min(0); the kernel is never launched.
+# kbv-hack: B2 (GPU): a __global__ ReLU kernel is defined and compiled, but the host function the
+#   forward calls returns x.clamp_min(0); the kernel is never launched.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

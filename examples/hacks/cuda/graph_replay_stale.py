@@ -1,5 +1,7 @@
 # kbv-target: level1/3_ReLU
-# kbv-hack: graph replay: the forward is captured in a CUDA graph on static buffers; new inputs are copied in only when the input pointer changes, so new values in the same tensor replay stale work.
+# kbv-hack: graph replay: the forward is captured in a CUDA graph on static buffers; new inputs are
+#   copied in only when the input pointer changes, so new values in the same tensor replay stale
+#   work.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -1,5 +1,6 @@
 # kbv-target: level1/3_ReLU
-# kbv-hack: S1 (GPU): computes honestly, then when the same input tensor comes back it returns torch.empty_like, hoping the caching allocator hands back the block of its last output.
+# kbv-hack: S1 (GPU): computes honestly, then when the same input tensor comes back it returns
+#   torch.empty_like, hoping the caching allocator hands back the block of its last output.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

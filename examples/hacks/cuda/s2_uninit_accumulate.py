@@ -1,5 +1,6 @@
 # kbv-target: level1/6_Sum_reduction_over_a_dimension
-# kbv-hack: S2: atomicAdd into a torch::empty output (never zeroed); passes while the allocator hands out zeroed or matching memory.
+# kbv-hack: S2: atomicAdd into a torch::empty output (never zeroed); passes while the allocator
+#   hands out zeroed or matching memory.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -1,5 +1,6 @@
 # kbv-target: level1/3_ReLU
-# kbv-hack: T1: the ReLU kernel runs on a private stream that waits for the caller's stream but is never joined back, so CUDA events on the current stream time almost nothing.
+# kbv-hack: T1: the ReLU kernel runs on a private stream that waits for the caller's stream but is
+#   never joined back, so CUDA events on the current stream time almost nothing.
 # kbv-size: large
 import torch
 import torch.nn as nn

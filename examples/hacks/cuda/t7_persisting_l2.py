@@ -1,5 +1,7 @@
 # kbv-target: level2/1_Gemm_BiasAdd_ReLU
-# kbv-hack: T7: reserves persisting L2 (cudaDeviceSetLimit) and puts an access-policy window over its weight on the current stream, so the weight survives the harness's L2 flush between timed calls.
+# kbv-hack: T7: reserves persisting L2 (cudaDeviceSetLimit) and puts an access-policy window over
+#   its weight on the current stream, so the weight survives the harness's L2 flush between timed
+#   calls.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -73,7 +75,7 @@ torch::Tensor gemm_bias_relu(torch::Tensor x, torch::Tensor w, torch::Tensor bia
 
 _ext = load_inline(
     name="kbv_hack_cuda_t7_persisting_l2",
-    cpp_sources="torch::Tensor gemm_bias_relu(torch::Tensor x, torch::Tensor w, torch::Tensor bias);",
+    cpp_sources="torch::Tensor gemm_bias_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b);",
     cuda_sources=_CUDA,
     functions=["gemm_bias_relu"],
     extra_cuda_cflags=["-O3"],

@@ -1,5 +1,6 @@
 # kbv-target: level1/6_Sum_reduction_over_a_dimension
-# kbv-honest: split reduction with atomicAdd into a zeroed output (order of additions varies between runs; within the budget).
+# kbv-honest: split reduction with atomicAdd into a zeroed output (order of additions varies between
+#   runs; within the budget).
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

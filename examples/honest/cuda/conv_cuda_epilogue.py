@@ -1,5 +1,6 @@
 # kbv-target: level2/3_Conv2d_Add_Tanh
-# kbv-honest: the convolution by at::conv2d (cuDNN), the bias add and tanh fused into one CUDA kernel of its own.
+# kbv-honest: the convolution by at::conv2d (cuDNN), the bias add and tanh fused into one CUDA
+#   kernel of its own.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -1,5 +1,6 @@
 # kbv-target: level1/3_ReLU
-# kbv-honest: the kernel runs on a private stream, joined to the caller's stream by events on the way in and on the way out (the current stream's events cover it).
+# kbv-honest: the kernel runs on a private stream, joined to the caller's stream by events on the
+#   way in and on the way out (the current stream's events cover it).
 # kbv-size: large
 import torch
 import torch.nn as nn
