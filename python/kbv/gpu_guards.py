@@ -114,7 +114,11 @@ def poison_free_memory(device: torch.device) -> int:
     stream = torch.cuda.current_stream(device).cuda_stream
     total = 0
     for segment in torch.cuda.memory_snapshot():
-        if segment.get("device", index) != index:
+        # Only the default pool's fixed segments: a CUDA graph's private pool belongs to its
+        # replays, and a free range of an expandable segment may be unmapped.
+        if segment.get("device", index) != index or segment.get("is_expandable", False):
+            continue
+        if tuple(segment.get("segment_pool_id", (0, 0))) != (0, 0):
             continue
         address = segment["address"]
         for block in segment["blocks"]:

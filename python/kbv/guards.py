@@ -42,7 +42,7 @@ def _entry_points() -> list[tuple[str, Any, str]]:
     """(label, owner, attribute) of every function a timing or a check relies on."""
     import kbv_native
 
-    from . import candidate, channel, hosting, measure, params, tensorio
+    from . import candidate, channel, gpu_guards, hosting, measure, params, tensorio
 
     points: list[tuple[str, Any, str]] = []
     for name in (
@@ -56,8 +56,11 @@ def _entry_points() -> list[tuple[str, Any, str]]:
         "sleep",
     ):
         points.append((f"time.{name}", time, name))
-    for name in ("synchronize", "current_stream", "Event", "Stream"):
+    for name in ("synchronize", "current_stream", "Event", "Stream", "_sleep", "memory_snapshot"):
         points.append((f"torch.cuda.{name}", torch.cuda, name))
+    import torch.profiler
+
+    points.append(("torch.profiler.profile", torch.profiler, "profile"))
     for name in ("elapsed_time", "record", "synchronize", "query"):
         points.append((f"torch.cuda.Event.{name}", torch.cuda.Event, name))
     for name in ("equal", "no_grad", "isfinite", "Tensor"):
@@ -84,7 +87,16 @@ def _entry_points() -> list[tuple[str, Any, str]]:
     import safetensors.torch
 
     points.append(("safetensors.torch.save_file", safetensors.torch, "save_file"))
-    for module in (measure, hosting, tensorio, params, channel, candidate, sys.modules[__name__]):
+    for module in (
+        measure,
+        hosting,
+        tensorio,
+        params,
+        channel,
+        candidate,
+        gpu_guards,
+        sys.modules[__name__],
+    ):
         for name, value in vars(module).items():
             if (
                 isinstance(value, (types.FunctionType, type))
