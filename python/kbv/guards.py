@@ -58,9 +58,9 @@ def _entry_points() -> list[tuple[str, Any, str]]:
         points.append((f"time.{name}", time, name))
     for name in ("synchronize", "current_stream", "Event", "Stream", "_sleep", "memory_snapshot"):
         points.append((f"torch.cuda.{name}", torch.cuda, name))
-    import torch.profiler
+    from torch import profiler
 
-    points.append(("torch.profiler.profile", torch.profiler, "profile"))
+    points.append(("torch.profiler.profile", profiler, "profile"))
     for name in ("elapsed_time", "record", "synchronize", "query"):
         points.append((f"torch.cuda.Event.{name}", torch.cuda.Event, name))
     for name in ("equal", "no_grad", "isfinite", "Tensor"):
