@@ -140,7 +140,12 @@ class CandidateRole:
         except Exception as error:  # noqa: BLE001 - a forward that refuses tracing: evidence
             trace = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
         # On CUDA, the kernels one more forward launches, with their streams (T1, B1, B2).
-        trace["gpu"] = gpu_guards.kernel_trace(lambda: self.model(*inputs), self.device)
+        # Fresh copies of the inputs: a cache keyed on the tensors the first trace used must
+        # not make this forward skip its kernels.
+        fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        trace["gpu"] = gpu_guards.kernel_trace(
+            lambda: self.model(*fresh), self.device, self.extensions
+        )
         trace["numerics_changed"] = self._numerics_changes()
         trace["harness_tampered"] = self._harness_changes()
         trace["l2_persisting"] = gpu_guards.l2_changes(self.device)

@@ -32,7 +32,9 @@ MAX_KERNELS = 256  # activities kept in the record (the judgement sees them all)
 POISON_BYTE = 0xFF
 
 
-def kernel_trace(call: Callable[[], Any], device: torch.device) -> dict[str, Any]:
+def kernel_trace(
+    call: Callable[[], Any], device: torch.device, extensions: Any = None
+) -> dict[str, Any]:
     """GPU activities of one call of `call`, times in microseconds relative to the end of the
     first marker. {"available", "current_stream", "call_end_us", "activities": [{name, stream,
     start_us, end_us, kind}]}; {"available": False, "why": ...} where it cannot be recorded."""
@@ -42,12 +44,14 @@ def kernel_trace(call: Callable[[], Any], device: torch.device) -> dict[str, Any
         from torch.profiler import ProfilerActivity, profile
 
         torch.cuda.synchronize(device)
+        before = extensions.total() if extensions is not None else 0
         with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
             torch.cuda._sleep(MARKER_CYCLES)
             output = call()
             torch.cuda._sleep(MARKER_CYCLES)
             torch.cuda.synchronize(device)
         del output
+        calls = extensions.total() - before if extensions is not None else None
         events = prof.profiler.kineto_results.events()
     except Exception as error:  # noqa: BLE001 - no profiler, CUPTI busy: no evidence
         return {"available": False, "why": f"{type(error).__name__}: {str(error)[:200]}"}
@@ -72,7 +76,10 @@ def kernel_trace(call: Callable[[], Any], device: torch.device) -> dict[str, Any
                 "kind": kind,
             }
         )
-    return summarize(activities)
+    record = summarize(activities)
+    if calls is not None:
+        record["extension_calls"] = calls  # completed extension calls in this very forward
+    return record
 
 
 def summarize(activities: list[dict[str, Any]]) -> dict[str, Any]:

@@ -695,6 +695,7 @@ class Evaluation {
     for (const auto& [name, count] : record.value("extension_calls", json::object()).items()) {
       calls += count.get<int>();
     }
+    calls = gpu.value("extension_calls", calls);  // counted in the traced forward itself
     bool heavy = !record.value("reference_heavy", json::array()).empty();
     auto assessed = assess_kernel_trace(gpu, own, heavy, calls);
     record["gpu"] = assessed.record;
