@@ -93,11 +93,14 @@ class CandidateRole:
         originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         poisoned = gpu_guards.poison_free_memory(self.device)  # S1/S2: stale memory reads NaN
         started = time.perf_counter()
-        result, outputs, at_return, watch = guards.guarded_call(
-            lambda: hosting.forward(self.model, inputs, self.device),
-            lambda r: hosting.as_outputs(r)[0],
-            lambda: measure.synchronize(self.device),
-        )
+        # No device-wide wait inside the call: the values at return are copied on the current
+        # stream first (T1); the wait comes after, still reported as the forward's failure.
+        with hosting.forward_errors():
+            result, outputs, at_return, watch = guards.guarded_call(
+                lambda: hosting.forward(self.model, inputs, self.device, sync=False),
+                lambda r: hosting.as_outputs(r)[0],
+                lambda: measure.synchronize(self.device),
+            )
         seconds = time.perf_counter() - started
         _, structure = hosting.as_outputs(result)
         mutated = [
