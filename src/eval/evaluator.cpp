@@ -687,14 +687,12 @@ class Evaluation {
   void add_gpu_trace(const json& gpu, json& record, std::vector<Flag>& flags) {
     std::vector<std::string> own;
     if (result_.candidate.contains("scan")) {
-      for (const auto& k : result_.candidate["scan"].value("kernels", json::array())) {
-        own.push_back(k.get<std::string>());
-      }
+      const json kernels = result_.candidate["scan"].value("kernels", json::array());
+      for (const auto& k : kernels) own.push_back(k.get<std::string>());
     }
     int calls = 0;
-    for (const auto& [name, count] : record.value("extension_calls", json::object()).items()) {
-      calls += count.get<int>();
-    }
+    const json extension_calls = record.value("extension_calls", json::object());
+    for (const auto& [name, count] : extension_calls.items()) calls += count.get<int>();
     calls = gpu.value("extension_calls", calls);  // counted in the traced forward itself
     bool heavy = !record.value("reference_heavy", json::array()).empty();
     auto assessed = assess_kernel_trace(gpu, own, heavy, calls);
