@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from . import guards, hosting, measure, numerics, params, tensorio
+from . import gpu_guards, guards, hosting, measure, numerics, params, tensorio
 from .loading import WorkerError, construct, import_file, require
 
 
@@ -93,12 +93,16 @@ class CandidateRole:
         if request.get("keep"):
             self.kept[request["keep"]] = inputs
         originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        poisoned = gpu_guards.poison_free_memory(self.device)  # S1/S2: stale memory reads NaN
         started = time.perf_counter()
-        result, outputs, at_return, watch = guards.guarded_call(
-            lambda: hosting.forward(self.model, inputs, self.device),
-            lambda r: _bounded(hosting.as_outputs(r)[0], request.get("max_output_bytes")),
-            lambda: measure.synchronize(self.device),
-        )
+        # No device-wide wait inside the call: the values at return are copied on the current
+        # stream first (T1); the wait comes after, still reported as the forward's failure.
+        with hosting.forward_errors():
+            result, outputs, at_return, watch = guards.guarded_call(
+                lambda: hosting.forward(self.model, inputs, self.device, sync=False),
+                lambda r: _bounded(hosting.as_outputs(r)[0], request.get("max_output_bytes")),
+                lambda: measure.synchronize(self.device),
+            )
         seconds = time.perf_counter() - started
         _, structure = hosting.as_outputs(result)
         mutated = [
@@ -126,6 +130,8 @@ class CandidateRole:
             "harness_tampered": self._harness_changes(),
             "watch": watch,
             "seconds": seconds,
+            "poisoned_bytes": poisoned,
+            "l2_persisting": gpu_guards.l2_changes(self.device),
         }
 
     def cmd_trace(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -138,8 +144,16 @@ class CandidateRole:
             trace = guards.trace_forward(lambda: self.model(*inputs), self.extensions)
         except Exception as error:  # noqa: BLE001 - a forward that refuses tracing: evidence
             trace = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+        # On CUDA, the kernels one more forward launches, with their streams (T1, B1, B2).
+        # Fresh copies of the inputs: a cache keyed on the tensors the first trace used must
+        # not make this forward skip its kernels.
+        fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        trace["gpu"] = gpu_guards.kernel_trace(
+            lambda: self.model(*fresh), self.device, self.extensions
+        )
         trace["numerics_changed"] = self._numerics_changes()
         trace["harness_tampered"] = self._harness_changes()
+        trace["l2_persisting"] = gpu_guards.l2_changes(self.device)
         return trace
 
     def cmd_prepare_timing(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -169,6 +183,7 @@ class CandidateRole:
         )
         result["numerics_changed"] = self._numerics_changes()
         result["harness_tampered"] = self._harness_changes()
+        result["l2_persisting"] = gpu_guards.l2_changes(self.device)
         # The last output of each timing set is judged too (T5, T6: honest when checked, a
         # shortcut when timed).
         saved = []

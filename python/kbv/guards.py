@@ -42,7 +42,7 @@ def _entry_points() -> list[tuple[str, Any, str]]:
     """(label, owner, attribute) of every function a timing or a check relies on."""
     import kbv_native
 
-    from . import candidate, channel, hosting, measure, params, tensorio
+    from . import candidate, channel, gpu_guards, hosting, measure, params, tensorio
 
     points: list[tuple[str, Any, str]] = []
     for name in (
@@ -56,8 +56,11 @@ def _entry_points() -> list[tuple[str, Any, str]]:
         "sleep",
     ):
         points.append((f"time.{name}", time, name))
-    for name in ("synchronize", "current_stream", "Event", "Stream"):
+    for name in ("synchronize", "current_stream", "Event", "Stream", "_sleep", "memory_snapshot"):
         points.append((f"torch.cuda.{name}", torch.cuda, name))
+    from torch import profiler
+
+    points.append(("torch.profiler.profile", profiler, "profile"))
     for name in ("elapsed_time", "record", "synchronize", "query"):
         points.append((f"torch.cuda.Event.{name}", torch.cuda.Event, name))
     for name in ("equal", "no_grad", "isfinite", "Tensor"):
@@ -84,7 +87,16 @@ def _entry_points() -> list[tuple[str, Any, str]]:
     import safetensors.torch
 
     points.append(("safetensors.torch.save_file", safetensors.torch, "save_file"))
-    for module in (measure, hosting, tensorio, params, channel, candidate, sys.modules[__name__]):
+    for module in (
+        measure,
+        hosting,
+        tensorio,
+        params,
+        channel,
+        candidate,
+        gpu_guards,
+        sys.modules[__name__],
+    ):
         for name, value in vars(module).items():
             if (
                 isinstance(value, (types.FunctionType, type))
@@ -170,18 +182,22 @@ def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 def guarded_call(
     call: Callable[[], Any], to_list: Callable[[Any], list[Any]], sync: Callable[[], None]
 ) -> tuple[Any, list[Any], list[torch.Tensor | None], dict[str, Any]]:
-    """Runs `call`, then watches its outputs: the values at return (after a device sync) are
-    the ones judged; a thread the call left running and any later change to the outputs are
-    reported. Returns (result, outputs, values at return, report)."""
+    """Runs `call`, then watches its outputs: the values at return (copied on the current
+    stream, before a device sync) are the ones judged; a thread the call left running and any
+    later change to the outputs are reported.
+    Returns (result, outputs, values at return, report)."""
     before = set(_enumerate_threads())
     native_before = _native_threads()
     result = call()
     # Looked at the moment the call returned, before anything else can let them finish.
     new_threads = [t for t in _enumerate_threads() if t not in before and t.is_alive()]
     native_after = _native_threads()
-    sync()
     outputs = to_list(result)
+    # Copied before any device-wide wait: on CUDA the copies are queued on the current stream
+    # only, so they see what that stream's events would see; work left running on another
+    # stream (T1) is not waited for and shows up as an output that changes afterwards.
     at_return = _snapshot(outputs)
+    sync()
     _sleep(WAIT_AFTER_RETURN_S)
     deadline = _monotonic() + JOIN_TIMEOUT_S
     for t in new_threads:

@@ -3,6 +3,7 @@ with their structural checks, and the environment report."""
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import sys
 from pathlib import Path
@@ -59,13 +60,24 @@ def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
 
 
-def forward(model: torch.nn.Module, inputs: list, device: torch.device) -> Any:
-    try:
+def forward(model: torch.nn.Module, inputs: list, device: torch.device, sync: bool = True) -> Any:
+    """One forward under no_grad; with `sync`, the device is waited for, so an asynchronous
+    error of the forward's kernels is reported as the forward's. Without it the caller must
+    wait itself (inside `forward_errors`)."""
+    with forward_errors():
         with torch.no_grad():
             # The process's first call also records what it alone costs in device memory.
             result = measure.observe_first_call(lambda: model(*inputs), device)
-        measure.synchronize(device)
+        if sync:
+            measure.synchronize(device)
         return result
+
+
+@contextlib.contextmanager
+def forward_errors():
+    """Turns any failure inside the block into the forward's runtime error (a verdict)."""
+    try:
+        yield
     except WorkerError:
         raise
     except BaseException as error:  # noqa: BLE001 - the forward's failure is a verdict

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from . import families, guards, hosting, measure, numerics, params, scan, tensorio
+from . import families, guards, hosting, measure, numerics, params, roofline, scan, tensorio
 from .loading import WorkerError, construct, import_file, require
 
 MAX_REPLACEMENT_ATTEMPTS = 3
@@ -141,6 +141,17 @@ class ReferenceRole:
     def cmd_ping(self, request: dict[str, Any]) -> dict[str, Any]:
         """Alive and serving: a kept reference is checked before another candidate reuses it."""
         return {}
+
+    def cmd_roofline(self, request: dict[str, Any]) -> dict[str, Any]:
+        """FLOPs and compulsory bytes of one reference forward on the first timing set, and,
+        when asked, measured device peaks (for the roofline floor)."""
+        assert self.model is not None
+        params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
+        numerics.set_tf32(True)
+        cost = roofline.reference_cost(self.model, self.timing_sets[0], self.device)
+        if request.get("measure_peaks"):
+            cost["measured_peaks"] = roofline.measure_peaks(self.device)
+        return cost
 
     def cmd_scan(self, request: dict[str, Any]) -> dict[str, Any]:
         """Static scan of the candidate file (parsed, never executed; this process is trusted)."""

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import scan_cuda
+
 # (finding id, severity, what it means)
 FINDINGS = {
     "scan_threads": ("warn", "starts threads or processes (threading, multiprocessing, futures)"),
@@ -28,6 +30,7 @@ FINDINGS = {
     "scan_cpp_low_precision": ("info", "C++ source uses half or bfloat16 types"),
     "scan_error": ("warn", "the file could not be parsed"),
 }
+FINDINGS.update(scan_cuda.FINDINGS)
 
 _THREAD_MODULES = {"threading", "multiprocessing", "concurrent", "_thread", "asyncio"}
 _IO_MODULES = {"socket", "subprocess", "urllib", "http", "requests", "shutil", "ctypes"}
@@ -304,14 +307,20 @@ def scan_source(text: str, filename: str = "<candidate>") -> dict[str, Any]:
                 }
             },
             "cpp_sources": 0,
+            "kernels": [],
+            "kernels_never_launched": [],
         }
     scanner = _Scanner()
     scanner.visit(tree)
     sources: list[str] = []
     for node in scanner.source_args:
         sources.extend(_string_constants(node, scanner.strings))
-    for source in sources:
-        code = strip_cpp(source)
+    stripped = [strip_cpp(source) for source in sources]
+    gpu = scan_cuda.scan_cuda_sources(stripped)
+    for finding, evidence in gpu.findings().items():
+        for item in evidence:
+            scanner.add(finding, item, 0)
+    for code in stripped:
         for match in _CPP_LIBRARY.finditer(code):
             scanner.add("scan_cpp_library_compute", match.group(0).rstrip("( "), 0)
         for match in _CPP_TENSOR_METHOD.finditer(code):
@@ -326,7 +335,13 @@ def scan_source(text: str, filename: str = "<candidate>") -> dict[str, Any]:
         }
         for key, evidence in sorted(scanner.findings.items())
     }
-    return {"findings": findings, "cpp_sources": len(sources)}
+    return {
+        "findings": findings,
+        "cpp_sources": len(sources),
+        # the candidate's own kernels, for telling them from library kernels in the GPU trace
+        "kernels": gpu.kernels,
+        "kernels_never_launched": gpu.never_launched,
+    }
 
 
 def scan_file(path: str) -> dict[str, Any]:

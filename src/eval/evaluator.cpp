@@ -13,9 +13,11 @@
 #include "core/hash.hpp"
 #include "eval/audit.hpp"
 #include "eval/guards.hpp"
+#include "eval/kernel_trace.hpp"
 #include "eval/measurement.hpp"
 #include "eval/protocol.hpp"
 #include "eval/reference_session.hpp"
+#include "eval/roofline.hpp"
 #include "eval/state_match.hpp"
 #include "eval/suite.hpp"
 #include "eval/verdict.hpp"
@@ -500,6 +502,17 @@ class Evaluation {
     note_numerics(response);
     note_harness(response, "running the forward on " + case_id);
     note_watch(response, case_id);
+    note_l2(response, "running the forward on " + case_id);
+  }
+
+  // T7: a persisting-L2 set-aside or access-policy window the candidate left set. The worker
+  // puts it back after every call and the timer before every sample, so it cannot pay off.
+  void note_l2(const json& response, const std::string& during) {
+    if (!response.contains("l2_persisting") || response["l2_persisting"].empty()) return;
+    result_.add_flag("l2_persisting_changed", Severity::Warn,
+                     fmt::format("the candidate set persisting L2 while {} (reset after every "
+                                 "call and before every timed sample): {}",
+                                 during, response["l2_persisting"].dump()));
   }
 
   // Static scan of the candidate's source by the (trusted) reference worker: evidence only.
@@ -757,15 +770,83 @@ class Evaluation {
     note_harness(cand.result, "tracing the forward");
     auto ref = ref_call(request, reference_timeout());
     require_reference(ref, "tracing the reference's operators");
+    note_l2(cand.result, "tracing the forward");
     auto trace = assess_trace(ref.result, cand.result);
+    std::vector<Flag> flags = trace.flags;
+    if (cand.result.contains("gpu")) add_gpu_trace(cand.result["gpu"], trace.record, flags);
     result_.candidate["trace"] = trace.record;
     // The published protocols (standard, kbv-paper) accept library calls: there the trace's
-    // findings are warnings, so those protocols reproduce published verdicts.
+    // findings about them are warnings, so those protocols reproduce published verdicts.
     bool verified = protocol_.name == "verified";
-    for (const auto& flag : trace.flags) {
-      result_.add_flag(flag.id, verified ? flag.severity : Severity::Warn, flag.detail);
+    for (const auto& flag : flags) {
+      bool library = flag.id == "library_main_op" || flag.id == "kernel_never_called";
+      result_.add_flag(flag.id, verified || !library ? flag.severity : Severity::Warn, flag.detail);
     }
     return true;
+  }
+
+  // T1, B1, B2 on the GPU: the kernels one forward launched, with their streams. A candidate
+  // whose own kernels ran (a CUDA graph replays them without calling the extension) is not a
+  // ghost even when the extension-call count says so.
+  void add_gpu_trace(const json& gpu, json& record, std::vector<Flag>& flags) {
+    std::vector<std::string> own;
+    if (result_.candidate.contains("scan")) {
+      const json kernels = result_.candidate["scan"].value("kernels", json::array());
+      for (const auto& k : kernels) own.push_back(k.get<std::string>());
+    }
+    int calls = 0;
+    const json extension_calls = record.value("extension_calls", json::object());
+    for (const auto& [name, count] : extension_calls.items()) calls += count.get<int>();
+    calls = gpu.value("extension_calls", calls);  // counted in the traced forward itself
+    bool heavy = !record.value("reference_heavy", json::array()).empty();
+    auto assessed = assess_kernel_trace(gpu, own, heavy, calls);
+    record["gpu"] = assessed.record;
+    if (assessed.own_kernels_ran) {
+      std::erase_if(flags, [](const Flag& f) { return f.id == "kernel_never_called"; });
+    }
+    flags.insert(flags.end(), assessed.flags.begin(), assessed.flags.end());
+  }
+
+  // The roofline floor: a median time below kRooflineSafety x what the reference's compulsory
+  // bytes and FLOPs need at the device's peaks is skipped or escaped work, not a fast kernel.
+  void check_roofline(bool cuda, const std::vector<double>& candidate) {
+    if (!cuda || candidate.empty()) {
+      result_.timing["roofline"] = {{"skipped", "no device peaks on the CPU"}};
+      result_.add_flag("roofline_skipped", Severity::Info,
+                       "the roofline floor is only checked on CUDA devices");
+      return;
+    }
+    auto peaks = documented_peaks(result_.environment.value("device_name", ""));
+    auto r =
+        ref_call({{"cmd", "roofline"}, {"measure_peaks", !peaks.has_value()}}, reference_timeout());
+    if (!r.ok()) {
+      result_.timing["roofline"] = {
+          {"skipped", "the reference could not count its cost: " + first_line(r.message)}};
+      return;
+    }
+    const json& c = r.result;
+    if (!peaks) {
+      json m = c.value("measured_peaks", json::object());
+      peaks = from_measured(m.value("copy_bytes_per_s", 0.0), m.value("matmul_flops_per_s", 0.0));
+    }
+    ReferenceCost cost{c.value("flops", 0.0),
+                       c.value("input_bytes", 0.0) + c.value("state_bytes", 0.0),
+                       c.value("output_bytes", 0.0), c.value("l2_bytes", 0.0)};
+    auto check = assess_roofline(cost, *peaks, stats::summarize(candidate).median);
+    json record = check.to_json();
+    record["peaks"] = peaks->to_json();
+    record["reference"] = c;
+    result_.timing["roofline"] = record;
+    if (check.below) {
+      result_.add_flag(
+          "below_roofline", Severity::Reject,
+          fmt::format("median time {:.4f} ms is below {} x the roofline floor {:.4f} ms: {:.4g} "
+                      "bytes at {:.3g} B/s = {:.4f} ms, {:.4g} FLOPs at {:.3g} FLOP/s = {:.4f} ms "
+                      "({})",
+                      check.candidate_ms, kRooflineSafety, check.floor_ms, check.bytes,
+                      peaks->bytes_per_s, check.memory_ms, cost.flops, peaks->flops_per_s,
+                      check.compute_ms, peaks->source));
+    }
   }
 
   // The run directory's inputs and states, once written: the candidate may read them, never
@@ -869,6 +950,7 @@ class Evaluation {
       }
       note_numerics(timed.result);
       note_harness(timed.result, "timing");
+      note_l2(timed.result, "timing");
       for (int i : timed.result.value("saved_outputs", json::array())) {
         if (i < 0 || i >= static_cast<int>(timing_cases.size()) || !timing_cases[i]) continue;
         auto [ok, why] = matches_golden(*timing_cases[i], timed_outputs[i].get<std::string>());
@@ -897,6 +979,7 @@ class Evaluation {
     result_.speedup["vs_tf32"] = stats::speedup(s.at("tf32"), s.at("cand")).to_json();
     result_.speedup["vs_fp32"] = stats::speedup(s.at("fp32"), s.at("cand")).to_json();
     result_.speedup["headline"] = protocol_.headline == Headline::Tf32 ? "vs_tf32" : "vs_fp32";
+    check_roofline(cuda, s.at("cand"));
 
     progress("measuring memory");
     started = Clock::now();

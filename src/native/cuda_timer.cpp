@@ -10,6 +10,7 @@
 
 #include "native/blocker.h"
 #include "native/cuda_check.h"
+#include "native/gpu_state.h"
 
 namespace nb = nanobind;
 
@@ -227,8 +228,11 @@ void ValidateOptions(const CudaTimingOptions& options) {
 // Outside the timed region. Persisting lines first: an ordinary sweep cannot evict lines a
 // previous call marked persisting (cudaAccessPropertyPersisting), so they are demoted to normal
 // before the memset pushes everything out.
+// The set-aside for persisting lines (cudaLimitPersistingL2CacheSize) goes back to 0 and the timed
+// stream's access-policy window is cleared too (T7): otherwise a window set by the candidate
+// would mark its weights persisting again on the next call, before the flush could matter.
 void FlushL2(const FlushBuffer& buffer, bool reset_persisting, cudaStream_t stream, int index) {
-  if (reset_persisting) KBV_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+  if (reset_persisting) ResetL2Persisting(stream);
   // The byte changes per call so no layer of the memory system can treat the sweep as a no-op.
   KBV_CUDA_CHECK(cudaMemsetAsync(buffer.data, index & 0xff, buffer.bytes, stream));
 }

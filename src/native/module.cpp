@@ -18,6 +18,7 @@
 
 #if KBV_NATIVE_CUDA
 #include "native/cuda_timer.h"
+#include "native/gpu_state.h"
 #endif
 
 namespace nb = nanobind;
@@ -66,6 +67,41 @@ std::pair<std::size_t, std::size_t> CudaMemGetInfoBinding() {
 #if KBV_NATIVE_CUDA
   return CudaMemGetInfo();
 #else
+  ThrowNoCuda();
+#endif
+}
+
+nb::dict L2PersistingBinding(std::uintptr_t stream) {
+#if KBV_NATIVE_CUDA
+  const L2PersistingState state = ReadL2Persisting(reinterpret_cast<cudaStream_t>(stream));
+  nb::dict out;
+  out["limit_bytes"] = state.limit_bytes;
+  out["max_limit_bytes"] = state.max_limit_bytes;
+  out["window_base"] = state.window_base;
+  out["window_bytes"] = state.window_bytes;
+  out["window_hit_ratio"] = state.window_hit_ratio;
+  out["window_hit_property"] = state.window_hit_property;
+  return out;
+#else
+  (void)stream;
+  ThrowNoCuda();
+#endif
+}
+
+void ResetL2PersistingBinding(std::uintptr_t stream) {
+#if KBV_NATIVE_CUDA
+  ResetL2Persisting(reinterpret_cast<cudaStream_t>(stream));
+#else
+  (void)stream;
+  ThrowNoCuda();
+#endif
+}
+
+void FillDeviceBinding(std::uintptr_t ptr, int value, std::size_t bytes, std::uintptr_t stream) {
+#if KBV_NATIVE_CUDA
+  FillDevice(ptr, value, bytes, reinterpret_cast<cudaStream_t>(stream));
+#else
+  (void)ptr, (void)value, (void)bytes, (void)stream;
   ThrowNoCuda();
 #endif
 }
@@ -267,6 +303,18 @@ NB_MODULE(kbv_native, m) {
       .def_prop_ro("baseline_bytes", &PeakRss::baseline_bytes)
       .def_prop_ro("peak_bytes", &PeakRss::peak_bytes)
       .def_prop_ro("method", &PeakRss::method);
+
+  m.def("l2_persisting_state", &L2PersistingBinding, "stream"_a,
+        "Persisting-L2 state of the stream's device: limit_bytes (cudaLimitPersistingL2CacheSize), "
+        "max_limit_bytes (0: the device has none), and the stream's access-policy window "
+        "(window_base, window_bytes, window_hit_ratio, window_hit_property; 2 = persisting).");
+
+  m.def("reset_l2_persisting", &ResetL2PersistingBinding, "stream"_a,
+        "Limit back to 0, the stream's access-policy window cleared, persisting lines demoted "
+        "(cudaCtxResetPersistingL2Cache). No-op without persisting L2.");
+
+  m.def("fill_device", &FillDeviceBinding, "ptr"_a, "value"_a, "bytes"_a, "stream"_a,
+        "cudaMemsetAsync(ptr, value, bytes, stream): used to poison free allocator blocks.");
 
   m.def("_peak_from_events", &PeakFromEventsBinding, "events"_a,
         "The tracer's accounting on its own (no CUDA): events are (timestamp_ns, address, bytes, "

@@ -9,6 +9,8 @@ The static scanner's unit tests are at the end (no kbv binary needed)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import REPO, target_problem
 from kbv import scan
@@ -16,50 +18,34 @@ from kbv import scan
 HACKS = REPO / "examples" / "hacks"
 HONEST = REPO / "examples" / "honest"
 
-# file -> (verdict, flag id that must be present with severity reject or warn, or None)
+# The contract lives in examples/zoo.json (also read by bench/zoo_table.py for the GPU run):
+# file -> verdict, and flags of which at least one must be present (with severity reject when
+# the verdict is rejected). cuda_only files (examples/*/cuda/) run in bench/gpu_zoo.sh.
+ZOO = json.loads((REPO / "examples" / "zoo.json").read_text())["files"]
 EXPECTED = {
-    # timing attacks
-    "t2_background_thread.py": ("rejected", "output_changed_after_return"),
-    "t3_lazy_tensor_subclass.py": ("rejected", "output_not_plain_tensor"),
-    "t4_patch_perf_counter.py": ("rejected", "harness_tampered"),
-    "t4_patch_time_calls.py": ("rejected", "harness_tampered"),
-    "t4_patch_native_timer.py": ("rejected", "harness_tampered"),
-    "t4_patch_torch_equal.py": ("rejected", "harness_tampered"),
-    "t5_deferred_output.py": ("incorrect", None),  # the second case gets the first's output
-    "t6_call_count.py": ("rejected", "timed_output_wrong"),
-    "t6_stack_inspection.py": ("rejected", "timed_output_wrong"),
-    "t8_hoisted_weights.py": ("incorrect", None),  # re-drawn parameters (h1_native)
-    # semantic attacks
-    "s1_stale_output_buffer.py": ("rejected", "output_cached"),
-    "s3_softmax_uniform.py": ("incorrect", None),
-    "s5_data_ptr_cache.py": ("rejected", "output_cached"),
-    "s5_version_cache.py": ("rejected", "output_cached"),
-    "s5_shape_cache.py": ("incorrect", None),  # every later case gets the first output
-    "s5_content_hash.py": ("incorrect", None),  # h1_native collides with native's key
-    "s6_inplace_input.py": ("rejected", "inputs_mutated"),
-    "s7_bf16_gemm.py": ("incorrect", None),  # bf16 error above the 1e-3 floor
-    "s8_uniform_mean.py": ("incorrect", None),
-    "s9_seed_replay.py": ("incorrect", None),  # right on native, wrong on h2_mixed_sign
-    "s10_layernorm_no_affine.py": ("incorrect", None),  # re-drawn weight and bias
-    # benign shortcuts
-    "b1_torch_matmul.py": ("rejected", "library_main_op"),
-    "b1_functional_conv2d.py": ("rejected", "library_main_op"),
-    "b1_at_matmul_in_cpp.py": ("rejected", "library_main_op"),
-    "b2_ghost_kernel.py": ("rejected", "kernel_never_called"),
-    "b2_silent_fallback.py": ("rejected", "kernel_never_called"),
-    # attacks on the harness
-    "e1_find_reference.py": ("incorrect", None),  # nothing to find: its fallback is wrong
-    # the sandbox's read-only file system makes the writes fail: no effect, the scan warns
-    # (test_run_dir_tampering_without_sandbox shows the dynamic check behind it)
-    "e2_write_run_dir.py": ("correct", "scan_io"),
-    "e3_precision_flags.py": ("rejected", "precision_flags_changed"),
-    "e3_num_threads.py": ("correct", "numerics_flags_changed"),  # no effect: restored, warned
-    # the PID namespace hides the orchestrator's command line; its fallback is a library call
-    "e4_read_problem_file.py": ("rejected", "library_main_op"),
-    "e4_network.py": ("incorrect", None),  # no network: its fallback is wrong
+    path.split("/", 1)[1]: (entry["verdict"], entry["flags"][0] if entry["flags"] else None)
+    for path, entry in ZOO.items()
+    if path.startswith("hacks/") and not entry.get("cuda_only")
 }
 
 HONEST_FILES = sorted(p.name for p in HONEST.glob("*.py"))
+
+
+def test_manifest_lists_every_zoo_file():
+    on_disk = {
+        str(p.relative_to(REPO / "examples"))
+        for folder in (HACKS, HONEST)
+        for p in folder.rglob("*.py")
+    }
+    assert on_disk == set(ZOO)
+    for path, entry in ZOO.items():
+        assert entry["verdict"] in ("rejected", "incorrect", "correct"), path
+        assert entry["gpu_device"] in ("cpu", "cuda"), path
+        assert entry.get("cuda_only", False) == ("/cuda/" in path), path
+        if entry["verdict"] == "rejected":
+            assert entry["flags"], path
+        if path.startswith("honest/"):
+            assert entry["verdict"] == "correct" and not entry["flags"], path
 
 
 def test_every_hack_file_has_an_expectation_and_headers():

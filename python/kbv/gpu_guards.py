@@ -1,0 +1,157 @@
+"""GPU-only checks around the candidate's code, run in the candidate's worker (threats T1, T7,
+B1/B2 and S1/S2 on the GPU). Like `guards`, they only gather evidence; the orchestrator judges
+it (src/eval/kernel_trace.cpp).
+
+- `kernel_trace`: the GPU activities (kernels, copies, fills) of one forward with their streams
+  and device timestamps, recorded by torch.profiler (CUPTI underneath), between two marker
+  kernels launched on the current stream before and after the call. The second marker ends
+  where CUDA events on the current stream would end the timed region: work on another stream
+  that ends later escaped the timer (T1). The names tell the candidate's own `__global__`
+  kernels (the static scan lists them) from library kernels (B1) and find kernels that are
+  defined and never launched (B2).
+- `poison_free_memory`: fills every free block of PyTorch's caching allocator with 0xFF bytes
+  (NaN as float32/float64/half) before a checked call, so an output taken from
+  `torch.empty`/`empty_like` and not fully written, or scratch read before it is written,
+  shows NaN instead of whatever an earlier call left there (S1, S2). CUDA only: on the CPU
+  the worker's large blocks come fresh from the kernel (MALLOC_MMAP_THRESHOLD_), already zero.
+- `l2_changes`: the persisting-L2 limit and the current stream's access-policy window, which a
+  candidate may set so its data survive the L2 flush between timed calls (T7); reported and
+  reset (the timing loop also resets them before every sample)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import kbv_native  # noqa: E402  (imported after torch: it shares torch's CUDA runtime)
+import torch
+
+MARKER_CYCLES = 2000  # ~1 us spin: a kernel on the current stream that brackets the forward
+MARKER_NAME = "spin_kernel"  # torch.cuda._sleep's kernel
+MAX_KERNELS = 256  # activities kept in the record (the judgement sees them all)
+POISON_BYTE = 0xFF
+
+
+def kernel_trace(
+    call: Callable[[], Any], device: torch.device, extensions: Any = None
+) -> dict[str, Any]:
+    """GPU activities of one call of `call`, times in microseconds relative to the end of the
+    first marker. {"available", "current_stream", "call_end_us", "activities": [{name, stream,
+    start_us, end_us, kind}]}; {"available": False, "why": ...} where it cannot be recorded."""
+    if device.type != "cuda":
+        return {"available": False, "why": "not a CUDA device"}
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        torch.cuda.synchronize(device)
+        before = extensions.total() if extensions is not None else 0
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            torch.cuda._sleep(MARKER_CYCLES)
+            output = call()
+            torch.cuda._sleep(MARKER_CYCLES)
+            torch.cuda.synchronize(device)
+        del output
+        calls = extensions.total() - before if extensions is not None else None
+        events = prof.profiler.kineto_results.events()
+    except Exception as error:  # noqa: BLE001 - no profiler, CUPTI busy: no evidence
+        return {"available": False, "why": f"{type(error).__name__}: {str(error)[:200]}"}
+    activities = []
+    for event in events:
+        if event.device_type() != torch.autograd.DeviceType.CUDA:
+            continue
+        name = event.name()
+        kind = (
+            "copy"
+            if name.startswith("Memcpy")
+            else "fill"
+            if name.startswith("Memset")
+            else "kernel"
+        )
+        activities.append(
+            {
+                "name": name[:300],
+                "stream": int(event.device_resource_id()),
+                "start_ns": int(event.start_ns()),
+                "end_ns": int(event.end_ns()),
+                "kind": kind,
+            }
+        )
+    record = summarize(activities)
+    if calls is not None:
+        record["extension_calls"] = calls  # completed extension calls in this very forward
+    return record
+
+
+def summarize(activities: list[dict[str, Any]]) -> dict[str, Any]:
+    """The record the orchestrator judges: markers found, times relative to the first marker's
+    end, the current stream (the markers'), everything between the markers."""
+    markers = sorted(
+        (a for a in activities if MARKER_NAME in a["name"]), key=lambda a: a["start_ns"]
+    )
+    if len(markers) < 2:
+        return {"available": False, "why": "the marker kernels were not recorded"}
+    first, last = markers[0], markers[-1]
+    origin = first["end_ns"]
+    work = [a for a in activities if a is not first and a is not last]
+    work.sort(key=lambda a: a["start_ns"])
+    return {
+        "available": True,
+        "current_stream": last["stream"],
+        "call_end_us": (last["end_ns"] - origin) / 1e3,
+        "activity_count": len(work),
+        "activities": [
+            {
+                "name": a["name"],
+                "stream": a["stream"],
+                "start_us": (a["start_ns"] - origin) / 1e3,
+                "end_us": (a["end_ns"] - origin) / 1e3,
+                "kind": a["kind"],
+            }
+            for a in work[:MAX_KERNELS]
+        ],
+    }
+
+
+def poison_free_memory(device: torch.device) -> int:
+    """Fills the caching allocator's free blocks on `device` with 0xFF; returns the bytes."""
+    if device.type != "cuda":
+        return 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    torch.cuda.synchronize(device)  # no free block still has work pending on another stream
+    stream = torch.cuda.current_stream(device).cuda_stream
+    total = 0
+    for segment in torch.cuda.memory_snapshot():
+        # Only the default pool's fixed segments: a CUDA graph's private pool belongs to its
+        # replays, and a free range of an expandable segment may be unmapped.
+        if segment.get("device", index) != index or segment.get("is_expandable", False):
+            continue
+        if tuple(segment.get("segment_pool_id", (0, 0))) != (0, 0):
+            continue
+        address = segment["address"]
+        for block in segment["blocks"]:
+            size = int(block["size"])
+            if block["state"] == "inactive":
+                kbv_native.fill_device(
+                    int(block.get("address", address)), POISON_BYTE, size, stream
+                )
+                total += size
+            address += size
+    torch.cuda.synchronize(device)
+    return total
+
+
+def l2_changes(device: torch.device) -> dict[str, Any]:
+    """The persisting-L2 limit and the current stream's window when either is set (both are
+    0 in a fresh process), after putting them back to 0; {} when untouched or not CUDA."""
+    if device.type != "cuda" or not hasattr(kbv_native, "l2_persisting_state"):
+        return {}
+    stream = torch.cuda.current_stream(device).cuda_stream
+    state = dict(kbv_native.l2_persisting_state(stream))
+    if not state["limit_bytes"] and not state["window_bytes"]:
+        return {}
+    kbv_native.reset_l2_persisting(stream)
+    return {
+        "limit_bytes": state["limit_bytes"],
+        "window_bytes": state["window_bytes"],
+        "window_hit_property": state["window_hit_property"],
+    }
