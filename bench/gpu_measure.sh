@@ -15,7 +15,7 @@
 #        (standard), KBV_MEASURE_DRAWS (1), KBV_MEASURE_PROBLEMS (space-separated paths under
 #        problems/, or "all"; default five problems spanning the suite's kinds, so that two
 #        timed runs fit the budget: one `kbv eval` costs about 20 s on the H200, most of it
-#        correctness, and the first builds about a minute)
+#        correctness, and the first builds about a minute), KBV_MEASURE_SKIP (step names to leave out)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-results/gpu-measure}
@@ -70,6 +70,7 @@ left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 # step NAME MIN_SECONDS COMMAND...: runs COMMAND under what is left, if at least MIN_SECONDS is.
 step() {
   local name=$1 need=$2; shift 2
+  if [[ " ${KBV_MEASURE_SKIP:-} " == *" $name "* ]]; then log "SKIP $name: KBV_MEASURE_SKIP"; return 0; fi
   local remaining; remaining=$(left)
   if [ "$remaining" -lt "$need" ]; then log "SKIP $name: ${remaining}s left, needs ${need}s"; return 0; fi
   log "start $name (${remaining}s left)"
