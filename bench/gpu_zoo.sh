@@ -41,7 +41,7 @@ export -f run_one
 export OUT
 mkdir -p "$OUT/warm"
 
-python3 bench/zoo_table.py plan > "$OUT/plan.txt"
+python3 bench/zoo_table.py plan | grep -E "${ZOO_ONLY:-.}" > "$OUT/plan.txt"  # ZOO_ONLY: a regex of files
 # Phase 1, JOBS at a time: every small-size file; the large-size files (timing-sensitive: the
 # roofline floor, the side stream) only build and run their correctness checks. Phase 2: the
 # large-size files one at a time on an otherwise idle GPU, so time slicing between processes

@@ -10,8 +10,9 @@ class ModelNew(nn.Module):
         self.gemm = nn.Linear(in_features, out_features)
         self.scale = nn.Parameter(torch.ones(out_features))
         with torch.no_grad():
-            self.folded_w = (self.gemm.weight * self.scale[:, None]).clone()
-            self.folded_b = (self.gemm.bias * self.scale).clone()
+            # Buffers, so .to(device) moves them with the module (a model writing this knows to).
+            self.register_buffer("folded_w", (self.gemm.weight * self.scale[:, None]).clone())
+            self.register_buffer("folded_b", (self.gemm.bias * self.scale).clone())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(torch.addmm(self.folded_b, x, self.folded_w.t()))

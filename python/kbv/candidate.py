@@ -43,6 +43,7 @@ class CandidateRole:
         self.device = hosting.device_of(request["device"])
         numerics.set_tf32(True)
         self.numerics_baseline = numerics.snapshot()
+        gpu_guards.record_clean_l2(self.device)
         self.extensions.install()
         self.harness = guards.HarnessSnapshot()
         started = time.monotonic()

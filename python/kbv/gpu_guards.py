@@ -140,18 +140,37 @@ def poison_free_memory(device: torch.device) -> int:
     return total
 
 
+# The persisting-L2 state a clean process reads after kbv's own reset. It is not always 0: on
+# the H200 the limit reads back as 11.25 MiB with nothing set (measured 2026-12-02), so every
+# comparison is against this reading, taken before the candidate's code exists.
+_clean_l2: dict[str, int] = {}
+
+
+def record_clean_l2(device: torch.device) -> None:
+    """Resets persisting L2 and remembers what the reset state reads as (call before import)."""
+    if device.type != "cuda" or not hasattr(kbv_native, "l2_persisting_state"):
+        return
+    stream = torch.cuda.current_stream(device).cuda_stream
+    kbv_native.reset_l2_persisting(stream)
+    state = dict(kbv_native.l2_persisting_state(stream))
+    _clean_l2.update(limit_bytes=state["limit_bytes"], window_bytes=state["window_bytes"])
+
+
 def l2_changes(device: torch.device) -> dict[str, Any]:
-    """The persisting-L2 limit and the current stream's window when either is set (both are
-    0 in a fresh process), after putting them back to 0; {} when untouched or not CUDA."""
+    """The persisting-L2 limit and the current stream's window when either differs from the
+    clean reading (record_clean_l2), after resetting them; {} when untouched or not CUDA."""
     if device.type != "cuda" or not hasattr(kbv_native, "l2_persisting_state"):
         return {}
     stream = torch.cuda.current_stream(device).cuda_stream
     state = dict(kbv_native.l2_persisting_state(stream))
-    if not state["limit_bytes"] and not state["window_bytes"]:
+    clean_limit = _clean_l2.get("limit_bytes", 0)
+    clean_window = _clean_l2.get("window_bytes", 0)
+    if state["limit_bytes"] == clean_limit and state["window_bytes"] == clean_window:
         return {}
     kbv_native.reset_l2_persisting(stream)
     return {
         "limit_bytes": state["limit_bytes"],
+        "clean_limit_bytes": clean_limit,
         "window_bytes": state["window_bytes"],
         "window_hit_property": state["window_hit_property"],
     }

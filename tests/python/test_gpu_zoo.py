@@ -270,3 +270,37 @@ def test_cuda_zoo_verdict(rel, tmp_path, cache_dir):
     result = json.loads(out.read_text()) if out.exists() else None
     ok, verdict, flags = zoo_table.judge(ZOO[rel], result)
     assert ok, (verdict, flags, done.stderr[-2000:])
+
+
+def test_l2_changes_compare_against_the_clean_reading(monkeypatch):
+    """A device whose limit reads non-zero with nothing set (the H200 reads 11.25 MiB) is not a
+    finding; a limit or window the candidate set is, and is reset."""
+    from kbv import gpu_guards
+
+    state = {"limit_bytes": 11796480, "window_bytes": 0, "window_hit_property": 0}
+    resets = []
+
+    class FakeNative:
+        @staticmethod
+        def l2_persisting_state(stream):
+            return dict(state)
+
+        @staticmethod
+        def reset_l2_persisting(stream):
+            resets.append(stream)
+            state.update(limit_bytes=11796480, window_bytes=0, window_hit_property=0)
+
+    class FakeStream:
+        cuda_stream = 7
+
+    monkeypatch.setattr(gpu_guards, "kbv_native", FakeNative)
+    monkeypatch.setattr(gpu_guards.torch.cuda, "current_stream", lambda device: FakeStream)
+    monkeypatch.setattr(gpu_guards, "_clean_l2", {})
+    cuda = torch.device("cuda", 0)
+    gpu_guards.record_clean_l2(cuda)
+    assert gpu_guards.l2_changes(cuda) == {}  # the honest case: untouched
+    state.update(limit_bytes=64 << 20, window_bytes=32 << 20, window_hit_property=2)
+    changed = gpu_guards.l2_changes(cuda)
+    assert changed["limit_bytes"] == 64 << 20 and changed["window_bytes"] == 32 << 20
+    assert changed["clean_limit_bytes"] == 11796480
+    assert gpu_guards.l2_changes(cuda) == {}  # reset back to the clean state
