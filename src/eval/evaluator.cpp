@@ -183,6 +183,15 @@ class Evaluation {
       measure(prepared);
       result_.durations_s["measurement"] = seconds_since(t);
     }
+    // The operator and kernel trace comes last: its torch.profiler (kineto) keeps CUPTI's only
+    // subscriber slot for the rest of the worker's life, and the measurement's kernel audit and
+    // memory tracer need that slot (on the H200 they reported
+    // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED while the trace ran first).
+    if (trace_case_ && !failure_) {
+      t = Clock::now();
+      trace_check(*trace_case_);
+      result_.durations_s["trace"] = seconds_since(t);
+    }
   }
 
   // -- workers ---------------------------------------------------------------------------------
@@ -755,7 +764,8 @@ class Evaluation {
                                    a["id"].get<std::string>(), fresh_why));
     }
     result_.candidate["rechecks"] = rechecks;
-    return trace_check(b);
+    trace_case_ = b;
+    return true;
   }
 
   // B1/B2: which operators the forward dispatched and whether the candidate's extension ran.
@@ -1025,6 +1035,7 @@ class Evaluation {
   Protocol protocol_;
   Result result_;
   std::optional<StageFailure> failure_;
+  std::optional<json> trace_case_;  // the case the trace runs on, once the re-checks passed
   fs::path run_dir_;
   std::string secret_;
   ReferenceSession* session_ = nullptr;            // the slot's, or own_session_
