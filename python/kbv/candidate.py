@@ -60,8 +60,7 @@ class CandidateRole:
             "import_seconds": import_seconds,
             "state_spec": params.spec(self.model),
             "persistent_bytes": measure.state_bytes(self.model),
-            "numerics_changed": self._numerics_changes(),
-            "harness_tampered": self._harness_changes(),
+            **self._call_state(l2=False),
             "extension_functions": sorted(self.extensions.counts),
         }
 
@@ -127,12 +126,10 @@ class CandidateRole:
             "outputs": [hosting.describe(o) for o in outputs],
             "inputs_mutated": mutated,
             "outputs_aliasing_inputs": aliased,
-            "numerics_changed": self._numerics_changes(),
-            "harness_tampered": self._harness_changes(),
             "watch": watch,
             "seconds": seconds,
             "poisoned_bytes": poisoned,
-            "l2_persisting": gpu_guards.l2_changes(self.device),
+            **self._call_state(),
         }
 
     def cmd_trace(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -152,9 +149,7 @@ class CandidateRole:
         trace["gpu"] = gpu_guards.kernel_trace(
             lambda: self.model(*fresh), self.device, self.extensions
         )
-        trace["numerics_changed"] = self._numerics_changes()
-        trace["harness_tampered"] = self._harness_changes()
-        trace["l2_persisting"] = gpu_guards.l2_changes(self.device)
+        trace.update(self._call_state())
         return trace
 
     def cmd_prepare_timing(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -182,9 +177,7 @@ class CandidateRole:
             request["warmup"],
             steady=request.get("steady_warmup", False),
         )
-        result["numerics_changed"] = self._numerics_changes()
-        result["harness_tampered"] = self._harness_changes()
-        result["l2_persisting"] = gpu_guards.l2_changes(self.device)
+        result.update(self._call_state())
         # The last output of each timing set is judged too (T5, T6: honest when checked, a
         # shortcut when timed).
         saved = []
@@ -200,24 +193,17 @@ class CandidateRole:
 
     def cmd_time_secondary(self, request: dict[str, Any]) -> dict[str, Any]:
         """Host-inclusive and hot back-to-back times (beside the headline)."""
-        assert self.model is not None
-        sets, model = self.timing_sets, self.model
-        result = measure.secondary_times(
-            lambda i: model(*sets[i % len(sets)]), self.device, request["calls"]
-        )
-        result["numerics_changed"] = self._numerics_changes()
-        result["harness_tampered"] = self._harness_changes()
-        return result
+        return self._over_timing_sets(request, measure.secondary_times)
 
     def cmd_kernel_audit(self, request: dict[str, Any]) -> dict[str, Any]:
         """Kernel span against event time, a few calls under CUPTI kernel records."""
+        return self._over_timing_sets(request, measure.kernel_audit)
+
+    def _over_timing_sets(self, request: dict[str, Any], what) -> dict[str, Any]:
         assert self.model is not None
         sets, model = self.timing_sets, self.model
-        result = measure.kernel_audit(
-            lambda i: model(*sets[i % len(sets)]), self.device, request["calls"]
-        )
-        result["numerics_changed"] = self._numerics_changes()
-        result["harness_tampered"] = self._harness_changes()
+        result = what(lambda i: model(*sets[i % len(sets)]), self.device, request["calls"])
+        result.update(self._call_state(l2=False))
         return result
 
     def cmd_memory(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -231,6 +217,17 @@ class CandidateRole:
 
     def _harness_changes(self) -> list[str]:
         return self.harness.check() if self.harness is not None else []
+
+    def _call_state(self, l2: bool = True) -> dict[str, Any]:
+        """What the candidate changed around a call: global numerics flags and harness entry
+        points (both put back), and with `l2` the persisting-L2 state (reset)."""
+        state = {
+            "numerics_changed": self._numerics_changes(),
+            "harness_tampered": self._harness_changes(),
+        }
+        if l2:
+            state["l2_persisting"] = gpu_guards.l2_changes(self.device)
+        return state
 
     def _numerics_changes(self) -> dict[str, list[Any]]:
         """Global flags the candidate changed since the worker set them; they are put back so

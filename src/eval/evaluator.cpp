@@ -507,11 +507,17 @@ class Evaluation {
     result_.add_flag(id, severity, detail);
   }
 
-  void note_candidate_call(const json& response, const std::string& case_id) {
+  // What the worker reports the candidate changed around a call (numerics flags, harness entry
+  // points, persisting L2); each part is a no-op when the response does not carry it.
+  void note_call_state(const json& response, const std::string& during) {
     note_numerics(response);
-    note_harness(response, "running the forward on " + case_id);
+    note_harness(response, during);
+    note_l2(response, during);
+  }
+
+  void note_candidate_call(const json& response, const std::string& case_id) {
+    note_call_state(response, "running the forward on " + case_id);
     note_watch(response, case_id);
-    note_l2(response, "running the forward on " + case_id);
   }
 
   // T7: a persisting-L2 set-aside or access-policy window the candidate left set. The worker
@@ -776,11 +782,9 @@ class Evaluation {
       fail_call(cand, "tracing the forward's operators");
       return false;
     }
-    note_numerics(cand.result);
-    note_harness(cand.result, "tracing the forward");
+    note_call_state(cand.result, "tracing the forward");
     auto ref = ref_call(request, reference_timeout());
     require_reference(ref, "tracing the reference's operators");
-    note_l2(cand.result, "tracing the forward");
     auto trace = assess_trace(ref.result, cand.result);
     std::vector<Flag> flags = trace.flags;
     if (cand.result.contains("gpu")) add_gpu_trace(cand.result["gpu"], trace.record, flags);
@@ -958,9 +962,7 @@ class Evaluation {
         fail_call(timed, "timing");
         return std::nullopt;
       }
-      note_numerics(timed.result);
-      note_harness(timed.result, "timing");
-      note_l2(timed.result, "timing");
+      note_call_state(timed.result, "timing");
       for (int i : timed.result.value("saved_outputs", json::array())) {
         if (i < 0 || i >= static_cast<int>(timing_cases.size()) || !timing_cases[i]) continue;
         auto [ok, why] = matches_golden(*timing_cases[i], timed_outputs[i].get<std::string>());

@@ -253,6 +253,27 @@ nb::dict NvmlSampleBinding(int device) {
   return out;
 }
 
+// Python's `with` protocol for a class with Enter()/Exit(): __enter__ returns the object itself,
+// __exit__ runs Exit() without the GIL (it joins a sampler or flushes CUPTI buffers, neither
+// needs Python) and never swallows an exception raised in the block.
+template <typename T>
+void BindContextManager(nb::class_<T>& cls) {
+  cls.def(
+         "__enter__",
+         [](T& self) -> T& {
+           self.Enter();
+           return self;
+         },
+         nb::rv_policy::reference)
+      .def("__exit__", [](T& self, nb::args) {
+        {
+          nb::gil_scoped_release no_gil;
+          self.Exit();
+        }
+        return false;
+      });
+}
+
 }  // namespace
 }  // namespace kbv::native
 
@@ -281,25 +302,10 @@ NB_MODULE(kbv_native, m) {
 
   m.def("rss_bytes", &RssBytes, "The process's current resident set size in bytes.");
 
-  nb::class_<PeakRss>(m, "PeakRss",
-                      "Context manager: the process's peak resident set size during the block.")
-      .def(nb::init<bool>(), "use_hwm"_a = true)
-      .def(
-          "__enter__",
-          [](PeakRss& self) -> PeakRss& {
-            self.Enter();
-            return self;
-          },
-          nb::rv_policy::reference)
-      .def("__exit__",
-           [](PeakRss& self, nb::args) {
-             {
-               // Joining the sampler can take a sampling period; nothing here needs Python.
-               nb::gil_scoped_release no_gil;
-               self.Exit();
-             }
-             return false;  // never swallow an exception raised in the block
-           })
+  nb::class_<PeakRss> peak_rss(
+      m, "PeakRss", "Context manager: the process's peak resident set size during the block.");
+  BindContextManager(peak_rss);
+  peak_rss.def(nb::init<bool>(), "use_hwm"_a = true)
       .def_prop_ro("baseline_bytes", &PeakRss::baseline_bytes)
       .def_prop_ro("peak_bytes", &PeakRss::peak_bytes)
       .def_prop_ro("method", &PeakRss::method);
@@ -347,29 +353,15 @@ NB_MODULE(kbv_native, m) {
         "cached): (sm_clock_mhz, clocks-event-reasons bitmask), -1 where a query failed. "
         "RuntimeError when NVML is not there or the build has no CUDA.");
 
-  nb::class_<MemoryTrace>(
+  nb::class_<MemoryTrace> memory_trace(
       m, "MemoryTrace",
       "Context manager around one forward call: every device allocation and release CUPTI sees "
       "(cudaMalloc/cuMemAlloc, async pools, VMM, library allocations), counted from 0 at "
       "__enter__. Synchronise the device before leaving the block. When CUPTI cannot be used "
       "(missing, refused, no GPU) the block still runs and `available` is False with "
-      "`why_unavailable`. RuntimeError at construction in a build without CUDA.")
-      .def(nb::init<int>(), "device"_a)
-      .def(
-          "__enter__",
-          [](MemoryTrace& self) -> MemoryTrace& {
-            self.Enter();
-            return self;
-          },
-          nb::rv_policy::reference)
-      .def("__exit__",
-           [](MemoryTrace& self, nb::args) {
-             {
-               nb::gil_scoped_release no_gil;
-               self.Exit();
-             }
-             return false;  // never swallow an exception raised in the block
-           })
+      "`why_unavailable`. RuntimeError at construction in a build without CUDA.");
+  BindContextManager(memory_trace);
+  memory_trace.def(nb::init<int>(), "device"_a)
       .def_prop_ro("available", &MemoryTrace::available)
       .def_prop_ro("why_unavailable", &MemoryTrace::why_unavailable)
       .def_prop_ro("completed", &MemoryTrace::completed)
