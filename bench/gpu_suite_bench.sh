@@ -14,12 +14,12 @@
 # several output folders as one.
 #
 # Needs: .deps/KernelBench (a KernelBench checkout: src/ and KernelBench/level1), optionally
-# .deps/pylib (numpy, requests, pydantic for KernelBench's eval.py, if the machine lacks them).
+# .deps/pylib (pydantic for KernelBench's eval.py: the H200 image has numpy and requests).
 # To make them (on the development machine; the device tool carries .deps, 64 MiB at most):
 #   git -C <KernelBench mirror> archive --prefix=KernelBench/ HEAD | tar -x -C .deps
 #   pip install -q --target .deps/pylib --python-version 3.12 --only-binary=:all: \
 #     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --implementation cp \
-#     numpy requests pydantic        # then delete pylib's tests folders and caches to fit
+#     pydantic
 # A phase that would not fit in what is left of TIME_BUDGET_S is skipped and recorded as such;
 # KernelBench's evaluation stops taking candidates when the budget ends (the count evaluated is
 # recorded, so its per-candidate rate still compares). Everything (phases.jsonl, the kbv
