@@ -408,7 +408,7 @@ def source_group(label: str) -> str:
         return "torch"
     if label in ("cublas", "cudnn", "cufft", "cusparse", "cusolver", "curand"):
         return "cublas_cudnn"
-    if label.startswith("ext:"):
+    if label.startswith("ext:") or label == "ctypes":  # ctypes: the candidate calling CUDA itself
         return "candidate_extension"
     return "other"
 

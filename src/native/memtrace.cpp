@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <cupti.h>  // also brings generated_cuda_meta.h (cuMemCreate_params, ...)
 #include <dlfcn.h>
+#include <execinfo.h>
 #elif KBV_NATIVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -52,6 +53,8 @@ std::string ClassifyAllocationSource(const std::string& path) {
   if (base.rfind("libcuda.so", 0) == 0) return "driver";
   if (Contains(base, "triton") || Contains(path, "/triton/")) return "triton";
   if (Contains(base, "kbv_native")) return "kbv_native";
+  // The driver or runtime called from Python through ctypes: the candidate's own code.
+  if (Contains(base, "libffi") || base.rfind("_ctypes", 0) == 0) return "ctypes";
   if (Contains(base, ".so")) return "ext:" + base;
   return "other:" + base;
 }
@@ -185,6 +188,18 @@ struct VmmRecord {
   int device = -1;
 };
 
+// A device allocation or release seen by an API callback (cudaMalloc*, cuMemAlloc*, the async
+// variants, and their frees), with the shared object that called the API.
+struct ApiAllocRecord {
+  bool alloc = true;
+  std::uint64_t timestamp = 0;
+  std::uint64_t address = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t correlation = 0;
+  int device = -1;  // -1: unknown (counted for the traced device)
+  std::string source;
+};
+
 struct Cupti {
   void* library = nullptr;
   std::string path;
@@ -215,7 +230,9 @@ struct Tracer {
   std::vector<std::string> init_notes;
   Cupti api;
   CUpti_SubscriberHandle subscriber = nullptr;
-  bool callbacks_ok = false;  // driver callbacks (VMM) usable
+  bool callbacks_ok = false;  // API callbacks (VMM, allocation APIs) usable
+  // cuCtxGetDevice of the libcuda the process already loaded (null: devices read as unknown).
+  CUresult (*CtxGetDevice)(CUdevice*) = nullptr;
   // The library is new enough for the `source` field to be read (set once at initialisation).
   bool source_readable = false;
 
@@ -226,6 +243,8 @@ struct Tracer {
   std::vector<PoolRecord> pools;
   std::vector<KernelRecord> kernels;
   std::vector<VmmRecord> vmm;
+  std::vector<ApiAllocRecord> api_allocs;
+  std::int64_t memory2_seen = 0;  // MEMORY2 records of any device, kind or time
   std::int64_t records = 0;
   std::int64_t dropped = 0;
   std::int64_t record_errors = 0;
@@ -268,6 +287,7 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
   std::vector<KernelRecord> kernels;
   std::int64_t records = 0;
   std::int64_t errors = 0;
+  std::int64_t memory2_seen = 0;
 
   if (buffer != nullptr && valid_size > 0) {
     CUpti_Activity* record = nullptr;
@@ -297,6 +317,7 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
             m.pool_utilized = r->memoryPoolConfig.utilizedSize;
           }
           if (state.source_readable && r->source != nullptr) m.source = r->source;
+          ++memory2_seen;
           memory.push_back(std::move(m));
           break;
         }
@@ -339,6 +360,7 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
   std::lock_guard<std::mutex> lock(state.mutex);
   if (!state.active) return;  // records outside a trace are discarded
   state.records += records;
+  state.memory2_seen += memory2_seen;
   state.record_errors += errors;
   state.dropped += static_cast<std::int64_t>(dropped);
   std::move(memory.begin(), memory.end(), std::back_inserter(state.memory));
@@ -346,15 +368,177 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
   state.kernels.insert(state.kernels.end(), kernels.begin(), kernels.end());
 }
 
-void CUPTIAPI DriverCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                             const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || data == nullptr) return;
+// The shared object that called the allocation API: the first frame of the calling thread's stack
+// outside CUPTI, the driver, the runtime, this module and libc. CUPTI's own `source` field
+// (MEMORY2) names it the same way, so both paths file allocations under the same labels.
+std::string CallingLibrary() {
+  void* frames[64];
+  const int depth = backtrace(frames, 64);
+  for (int i = 0; i < depth; ++i) {
+    Dl_info info{};
+    if (dladdr(frames[i], &info) == 0 || info.dli_fname == nullptr) continue;
+    const std::string_view path = info.dli_fname;
+    const auto slash = path.find_last_of('/');
+    const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+    if (Contains(base, "libcupti") || base.rfind("libcuda.so", 0) == 0 ||
+        Contains(base, "libcudart") || Contains(base, "kbv_native") ||
+        base.rfind("libc.so", 0) == 0 || Contains(base, "ld-linux")) {
+      continue;
+    }
+    return std::string(path);
+  }
+  return {};
+}
+
+// Runtime allocation APIs call the driver's: while one is running on this thread, the driver
+// callbacks it causes are not counted again.
+thread_local int runtime_alloc_depth = 0;
+
+bool IsRuntimeAllocApi(CUpti_CallbackId cbid) {
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// What one runtime or driver allocation API did, from its parameters at exit: {alloc, address,
+// bytes}; false for a call that is not an allocation API or allocated nothing.
+bool ReadAllocation(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* params,
+                    ApiAllocRecord& r) {
+  if (params == nullptr) return false;
+  auto out = [&r](bool alloc, const void* address, std::uint64_t bytes) {
+    r.alloc = alloc;
+    r.address = reinterpret_cast<std::uint64_t>(address);
+    r.bytes = bytes;
+    return address != nullptr;
+  };
+  auto dev = [&r](bool alloc, CUdeviceptr address, std::uint64_t bytes) {
+    r.alloc = alloc;
+    r.address = static_cast<std::uint64_t>(address);
+    r.bytes = bytes;
+    return address != 0;
+  };
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020: {
+        const auto* p = static_cast<const cudaMalloc_v3020_params*>(params);
+        return p->devPtr != nullptr && out(true, *p->devPtr, p->size);
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020: {
+        const auto* p = static_cast<const cudaMallocPitch_v3020_params*>(params);
+        return p->devPtr != nullptr && p->pitch != nullptr &&
+               out(true, *p->devPtr, std::uint64_t{*p->pitch} * p->height);
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000: {
+        const auto* p = static_cast<const cudaMallocManaged_v6000_params*>(params);
+        return p->devPtr != nullptr && out(true, *p->devPtr, p->size);
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020: {
+        const auto* p = static_cast<const cudaMallocAsync_v11020_params*>(params);
+        return p->devPtr != nullptr && out(true, *p->devPtr, p->size);
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020: {
+        const auto* p = static_cast<const cudaMallocFromPoolAsync_v11020_params*>(params);
+        return p->ptr != nullptr && out(true, *p->ptr, p->size);
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020:
+        return out(false, static_cast<const cudaFree_v3020_params*>(params)->devPtr, 0);
+      case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020:
+        return out(false, static_cast<const cudaFreeAsync_v11020_params*>(params)->devPtr, 0);
+      default:
+        return false;
+    }
+  }
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
+      const auto* p = static_cast<const cuMemAlloc_v2_params*>(params);
+      return p->dptr != nullptr && dev(true, *p->dptr, p->bytesize);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
+      const auto* p = static_cast<const cuMemAllocPitch_v2_params*>(params);
+      return p->dptr != nullptr && p->pPitch != nullptr &&
+             dev(true, *p->dptr, std::uint64_t{*p->pPitch} * p->Height);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
+      const auto* p = static_cast<const cuMemAllocManaged_params*>(params);
+      return p->dptr != nullptr && dev(true, *p->dptr, p->bytesize);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
+      const auto* p = static_cast<const cuMemAllocAsync_params*>(params);
+      return p->dptr != nullptr && dev(true, *p->dptr, p->bytesize);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
+      const auto* p = static_cast<const cuMemAllocFromPoolAsync_params*>(params);
+      return p->dptr != nullptr && dev(true, *p->dptr, p->bytesize);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+      return dev(false, static_cast<const cuMemFree_v2_params*>(params)->dptr, 0);
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+      return dev(false, static_cast<const cuMemFreeAsync_params*>(params)->dptr, 0);
+    default:
+      return false;
+  }
+}
+
+bool Succeeded(CUpti_CallbackDomain domain, const CUpti_CallbackData* cb) {
+  if (cb->functionReturnValue == nullptr) return false;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    return *static_cast<const cudaError_t*>(cb->functionReturnValue) == cudaSuccess;
+  }
+  return *static_cast<const CUresult*>(cb->functionReturnValue) == CUDA_SUCCESS;
+}
+
+void RecordAllocation(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                      const CUpti_CallbackData* cb) {
+  Tracer& state = State();
+  ApiAllocRecord r;
+  if (!ReadAllocation(domain, cbid, cb->functionParams, r)) return;
+  r.correlation = cb->correlationId;
+  CUdevice device = 0;
+  if (state.CtxGetDevice != nullptr && state.CtxGetDevice(&device) == CUDA_SUCCESS) {
+    r.device = static_cast<int>(device);
+  }
+  if (r.alloc) r.source = CallingLibrary();
+  std::uint64_t now = 0;
+  if (state.api.GetTimestamp(&now) != CUPTI_SUCCESS) now = 0;
+  r.timestamp = now;
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (state.active) state.api_allocs.push_back(std::move(r));
+}
+
+void CUPTIAPI ApiCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                          const void* data) {
+  if (data == nullptr) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-  if (cb->callbackSite != CUPTI_API_EXIT) return;
-  if (cb->functionReturnValue == nullptr ||
-      *static_cast<const CUresult*>(cb->functionReturnValue) != CUDA_SUCCESS) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (!IsRuntimeAllocApi(cbid)) return;
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+      ++runtime_alloc_depth;
+      return;
+    }
+    if (runtime_alloc_depth > 0) --runtime_alloc_depth;
+    if (Succeeded(domain, cb)) RecordAllocation(domain, cbid, cb);
     return;
   }
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  if (cb->callbackSite != CUPTI_API_EXIT || !Succeeded(domain, cb)) return;
   Tracer& state = State();
   VmmRecord v;
   v.correlation = cb->correlationId;
@@ -384,6 +568,8 @@ void CUPTIAPI DriverCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CU
       v.op = VmmRecord::Op::kUnmap;
       break;
     default:
+      // A driver allocation API called by a runtime one is counted at the runtime's exit.
+      if (runtime_alloc_depth == 0) RecordAllocation(domain, cbid, cb);
       return;
   }
   std::uint64_t now = 0;
@@ -393,12 +579,51 @@ void CUPTIAPI DriverCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CU
   if (state.active) state.vmm.push_back(v);
 }
 
-constexpr CUpti_CallbackId kVmmCallbacks[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
-    CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
-    CUPTI_DRIVER_TRACE_CBID_cuMemMap,
-    CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
+struct ApiCallbackId {
+  CUpti_CallbackDomain domain;
+  CUpti_CallbackId cbid;
 };
+
+// Every API callback a trace enables: VMM, then the allocation APIs of both layers. MEMORY2
+// should report the same allocations; on the H200 (driver 580, CUPTI 13.0) none was counted, so
+// the callbacks are what counts there (records of the same correlation are not counted twice).
+constexpr ApiCallbackId kTraceCallbacks[] = {
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemCreate},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemRelease},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemMap},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020},
+};
+
+// Switches every trace callback on or off; the first failure, or CUPTI_SUCCESS.
+CUptiResult SetTraceCallbacks(uint32_t enable) {
+  Tracer& state = State();
+  CUptiResult first = CUPTI_SUCCESS;
+  for (const ApiCallbackId& id : kTraceCallbacks) {
+    const CUptiResult s = state.api.EnableCallback(enable, state.subscriber, id.domain, id.cbid);
+    if (s != CUPTI_SUCCESS && first == CUPTI_SUCCESS) first = s;
+  }
+  return first;
+}
 
 // ---- loading and initialising CUPTI (once per process) ----------------------------------------
 
@@ -499,6 +724,21 @@ std::string InitializeLocked(Tracer& state) {
            ", older than CUDA 13's (130000); the record layouts would not match";
   }
 
+  // The device of an allocation API call is that of the calling thread's current context.
+  if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+    state.CtxGetDevice = reinterpret_cast<CUresult (*)(CUdevice*)>(dlsym(driver, "cuCtxGetDevice"));
+  }
+  if (state.CtxGetDevice == nullptr) {
+    state.init_notes.push_back(
+        "cuCtxGetDevice not found in the loaded libcuda: allocation API calls are counted for "
+        "the traced device whatever their device");
+  }
+  // backtrace() loads its unwinder on first use: do it now, not inside a CUPTI callback.
+  {
+    void* frame[2];
+    backtrace(frame, 2);
+  }
+
   // Subscribing first detects another CUPTI client (a profiler, Nsight, torch.profiler).
   if (api.SubscribeV2 != nullptr) {
     char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 64] = {0};
@@ -507,13 +747,13 @@ std::string InitializeLocked(Tracer& state) {
     params.subscriberName = "kbv MemoryTrace";
     params.oldSubscriberName = old_name;
     params.oldSubscriberSize = sizeof(old_name);
-    status = api.SubscribeV2(&state.subscriber, &DriverCallback, nullptr, &params);
+    status = api.SubscribeV2(&state.subscriber, &ApiCallback, nullptr, &params);
     if (status == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
       return std::string("CUPTI is already in use by another client (") +
              (old_name[0] ? old_name : "a profiler or NVIDIA tool") + "): " + ResultString(status);
     }
   } else {
-    status = api.Subscribe(&state.subscriber, &DriverCallback, nullptr);
+    status = api.Subscribe(&state.subscriber, &ApiCallback, nullptr);
   }
   if (status == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     return "CUPTI is already in use by another client (a profiler or NVIDIA tool): " +
@@ -688,6 +928,8 @@ void MemoryTrace::Enter() {
     state.pools.clear();
     state.kernels.clear();
     state.vmm.clear();
+    state.api_allocs.clear();
+    state.memory2_seen = 0;
     state.records = state.dropped = state.record_errors = 0;
     state.active = true;
   }
@@ -700,31 +942,22 @@ void MemoryTrace::Enter() {
   bool callbacks_on = false;
   if (state.callbacks_ok) {
     callbacks_on = true;
-    for (CUpti_CallbackId cbid : kVmmCallbacks) {
-      status = api.EnableCallback(1, state.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    for (const ApiCallbackId& id : kTraceCallbacks) {
+      status = api.EnableCallback(1, state.subscriber, id.domain, id.cbid);
       if (status != CUPTI_SUCCESS) {
         result_.notes.push_back(
-            "VMM callbacks unavailable (cuptiEnableCallback: " + ResultString(status) +
-            "): cuMemCreate allocations not counted "
-            "unless MEMORY2 reports them");
+            "API callbacks unavailable (cuptiEnableCallback: " + ResultString(status) +
+            "): allocations counted from MEMORY2 records alone");
         callbacks_on = false;
         break;
       }
     }
-    if (!callbacks_on) {
-      for (CUpti_CallbackId cbid : kVmmCallbacks) {
-        api.EnableCallback(0, state.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
-      }
-    }
+    if (!callbacks_on) SetTraceCallbacks(0);
   }
 
   status = api.Enable(CUPTI_ACTIVITY_KIND_MEMORY2);
   if (status != CUPTI_SUCCESS) {
-    if (callbacks_on) {
-      for (CUpti_CallbackId cbid : kVmmCallbacks) {
-        api.EnableCallback(0, state.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
-      }
-    }
+    if (callbacks_on) SetTraceCallbacks(0);
     stop_collecting();
     why_unavailable_ = "cuptiActivityEnable(MEMORY2) failed: " + ResultString(status);
     return;
@@ -779,11 +1012,9 @@ void MemoryTrace::Exit() {
   out.end_ns = end;
 
   if (callbacks_enabled_) {
-    for (CUpti_CallbackId cbid : kVmmCallbacks) {
-      status = api.EnableCallback(0, state.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
-      if (status != CUPTI_SUCCESS) {
-        out.notes.push_back("cuptiEnableCallback(0) failed: " + ResultString(status));
-      }
+    status = SetTraceCallbacks(0);
+    if (status != CUPTI_SUCCESS) {
+      out.notes.push_back("cuptiEnableCallback(0) failed: " + ResultString(status));
     }
   }
   // Deliver everything recorded, stop recording, deliver what arrived meanwhile (its timestamps
@@ -824,9 +1055,12 @@ void MemoryTrace::Exit() {
   std::vector<PoolRecord> pools;
   std::vector<KernelRecord> kernels;
   std::vector<VmmRecord> vmm;
+  std::vector<ApiAllocRecord> api_allocs;
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     state.active = false;
+    api_allocs.swap(state.api_allocs);
+    out.memory2_seen = state.memory2_seen;
     memory.swap(state.memory);
     pools.swap(state.pools);
     kernels.swap(state.kernels);
@@ -851,6 +1085,7 @@ void MemoryTrace::Exit() {
     if (in_window(v.timestamp)) vmm_correlations.insert(v.correlation);
   }
   bool memory2_covers_vmm = false;
+  std::unordered_set<std::uint32_t> memory2_correlations;
 
   std::vector<MemEvent> events;
   events.reserve(memory.size() + vmm.size());
@@ -865,6 +1100,7 @@ void MemoryTrace::Exit() {
       continue;
     }
     if (vmm_correlations.count(m.correlation) != 0) memory2_covers_vmm = true;
+    memory2_correlations.insert(m.correlation);
     const bool alloc = m.op == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
     if (!IsDeviceKind(m.kind)) {
       if (alloc) out.host_allocated_bytes += static_cast<std::int64_t>(m.bytes);
@@ -896,6 +1132,43 @@ void MemoryTrace::Exit() {
       e.source = std::string("kind:") + MemoryKindName(m.kind);
     }
     events.push_back(std::move(e));
+  }
+
+  // Allocation APIs seen by the callbacks, where MEMORY2 did not report the same call.
+  for (ApiAllocRecord& a : api_allocs) {
+    if (!in_window(a.timestamp)) continue;
+    ++out.api_allocation_records;
+    if (memory2_correlations.count(a.correlation) != 0) continue;
+    if (a.device >= 0 && a.device != device_) {
+      ++out.other_device_records;
+      continue;
+    }
+    ++out.api_allocations_counted;
+    MemEvent e;
+    e.timestamp_ns = a.timestamp;
+    e.key = a.address;
+    e.space = 0;  // device addresses, as MEMORY2's: a release pairs with either record
+    e.op = a.alloc ? MemEvent::Op::kAlloc : MemEvent::Op::kFree;
+    e.bytes = static_cast<std::int64_t>(a.bytes);
+    if (a.alloc) {
+      if (a.source.empty()) {
+        e.source = "unknown";
+      } else {
+        out.attribution = "library";
+        e.source = ClassifyAllocationSource(a.source);
+        out.by_library_allocated[Basename(a.source)] += e.bytes;
+        if (e.source == "cupti") {
+          out.tracer_allocated_bytes += e.bytes;
+          continue;
+        }
+      }
+    }
+    events.push_back(std::move(e));
+  }
+  if (out.api_allocations_counted > 0) {
+    out.allocations_counted_via = out.memory_records > 0 ? "memory2+callback" : "callback";
+  } else if (out.memory_records > 0) {
+    out.allocations_counted_via = "memory2";
   }
 
   std::int64_t vmm_creates = 0;

@@ -1,7 +1,10 @@
 // MemoryTrace: every device allocation and release during one forward call, from CUPTI's activity
 // records (MEMORY2: cudaMalloc/cuMemAlloc, the async pools, library allocations; MEMORY_POOL: pool
-// creation and trimming; CONCURRENT_KERNEL: local-memory reservations) plus driver callbacks for
-// VMM physical allocations (cuMemCreate/cuMemRelease) where MEMORY2 does not report them.
+// creation and trimming; CONCURRENT_KERNEL: local-memory reservations) plus API callbacks for the
+// allocation calls of the runtime and the driver (cudaMalloc*, cuMemAlloc*, their async variants
+// and frees) and VMM physical allocations (cuMemCreate/cuMemRelease), each counted where MEMORY2
+// did not report the same call. On the H200 (driver 580.159, CUPTI 13.0) no MEMORY2 record was
+// counted in a forward call (the cause is not known), so there the callbacks are the tracer.
 //
 // libcupti is loaded with dlopen at the first __enter__ (the copy torch already loaded when there
 // is one), so a machine without it gets `available == false` and a reason, never an import error.
@@ -29,7 +32,16 @@ struct MemoryTraceResult {
   std::int64_t dropped = 0;
   // Records cuptiActivityGetNextRecord could not parse (a corrupt buffer); must be 0.
   std::int64_t record_errors = 0;
-  std::int64_t memory_records = 0;        // MEMORY2 records counted (this device, in the window)
+  std::int64_t memory_records = 0;  // MEMORY2 records counted (this device, in the window)
+  std::int64_t memory2_seen = 0;    // MEMORY2 records delivered (any device, kind, time)
+  // Allocation and release calls (cudaMalloc*/cudaFree*, cuMemAlloc*/cuMemFree*, async variants)
+  // seen by API callbacks in the window, and how many of them were counted: those MEMORY2 did not
+  // report (by correlation id) on this device. The source of a callback allocation is the shared
+  // object that called the API, read from the calling thread's stack.
+  std::int64_t api_allocation_records = 0;
+  std::int64_t api_allocations_counted = 0;
+  // "memory2", "callback", "memory2+callback", or "none" (no allocation seen at all).
+  std::string allocations_counted_via = "none";
   std::int64_t other_device_records = 0;  // MEMORY2 records of other devices (not counted)
   std::int64_t host_allocated_bytes = 0;  // pinned/pageable host allocations (not counted)
   // Device bytes libcupti itself allocated during the block (not counted in the peak).

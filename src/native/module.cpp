@@ -173,6 +173,10 @@ nb::dict MemoryTraceSummary(const MemoryTrace& trace) {
   out["record_errors"] = r.record_errors;
   out["memory_records"] = r.memory_records;
   out["other_device_records"] = r.other_device_records;
+  out["memory2_seen"] = r.memory2_seen;
+  out["api_allocation_records"] = r.api_allocation_records;
+  out["api_allocations_counted"] = r.api_allocations_counted;
+  out["allocations_counted_via"] = r.allocations_counted_via;
   out["host_allocated_bytes"] = r.host_allocated_bytes;
   out["tracer_allocated_bytes"] = r.tracer_allocated_bytes;
   out["attribution"] = r.attribution;

@@ -206,6 +206,8 @@ def test_large_sizes_do_not_overflow():
         ("/venv/site-packages/triton/_C/libtriton.so", "triton"),
         ("/tmp/torch_extensions/py312_cu130/cand_ext/cand_ext.so", "ext:cand_ext.so"),
         ("/usr/bin/python3.12", "other:python3.12"),
+        ("/usr/lib/x86_64-linux-gnu/libffi.so.8", "ctypes"),
+        ("/usr/lib/python3.12/lib-dynload/_ctypes.cpython-312-x86_64-linux-gnu.so", "ctypes"),
         ("", "unknown"),
     ],
 )
