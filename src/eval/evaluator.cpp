@@ -12,6 +12,7 @@
 #include "check/compare.hpp"
 #include "core/hash.hpp"
 #include "eval/audit.hpp"
+#include "eval/device_gate.hpp"
 #include "eval/guards.hpp"
 #include "eval/kernel_trace.hpp"
 #include "eval/measurement.hpp"
@@ -90,7 +91,8 @@ class Evaluation {
         {"compile", compile_s_},
         {"reference", reference_s_},
         {"candidate", candidate_s_},
-        {"idle", std::max(0.0, total - compile_s_ - reference_s_ - candidate_s_)}};
+        {"gate_wait", gate_wait_s_},
+        {"idle", std::max(0.0, total - compile_s_ - reference_s_ - candidate_s_ - gate_wait_s_)}};
     decide_verdict(result_, failure_);
     cleanup(false);
     return result_;
@@ -256,6 +258,7 @@ class Evaluation {
   }
 
   Response ref_call(const json& request, std::chrono::milliseconds timeout) {
+    auto hold = enter_gate(false);
     auto t = Clock::now();
     auto response = session_->worker->call(request, timeout);
     reference_s_ += seconds_since(t);
@@ -263,10 +266,21 @@ class Evaluation {
   }
 
   Response cand_call(const json& request, std::chrono::milliseconds timeout) {
+    auto hold = enter_gate(false);
     auto t = Clock::now();
     auto response = cand_->call(request, timeout);
     candidate_s_ += seconds_since(t);
     return response;
+  }
+
+  // The device's gate (several evaluations on one device): shared for one exchange, exclusive
+  // for the timing run. The wait is this evaluation's, counted apart from its work.
+  DeviceGate::Hold enter_gate(bool exclusive) {
+    if (!request_.gate) return {};
+    auto t = Clock::now();
+    auto hold = exclusive ? request_.gate->exclusive() : request_.gate->shared();
+    gate_wait_s_ += seconds_since(t);
+    return hold;
   }
 
   void start_reference() {
@@ -982,9 +996,11 @@ class Evaluation {
     };
     auto plan =
         plan_timing(request_.timing_profile, request_.timing_samples, request_.timing_rounds, cuda);
+    auto exclusive = enter_gate(true);  // nothing else runs on the device while this times
     auto started = Clock::now();
     auto timing = run_timing(plan, call_side, cuda, [&](const std::string& l) { progress(l); });
     result_.durations_s["timing"] = seconds_since(started);
+    exclusive.release();
     if (!timing.ok) return;
     result_.timing = timing.timing;
     const auto& s = timing.samples;
@@ -1043,6 +1059,7 @@ class Evaluation {
   ReferenceSession* session_ = nullptr;            // the slot's, or own_session_
   std::unique_ptr<ReferenceSession> own_session_;  // when the request has no slot
   bool reused_ = false;
+  double gate_wait_s_ = 0;  // waiting for the device gate (other evaluations on the device)
   double compile_s_ = 0, reference_s_ = 0, candidate_s_ = 0;
   std::unique_ptr<WorkerProcess> cand_;
   int precision_lowerings_ = 0;

@@ -14,6 +14,7 @@
 namespace kbv::eval {
 
 struct ReferenceSlot;
+class DeviceGate;
 
 // A fault of the user's input that is not the candidate's (a malformed problem, no GPU for
 // --device cuda): kbv exits non-zero with this message instead of a verdict.
@@ -45,6 +46,9 @@ struct EvalRequest {
   // there and reused by the next candidate of the same problem with the same key
   // (src/eval/reference_session.hpp); when null, everything is private to this evaluation.
   ReferenceSlot* reference = nullptr;
+  // When set (kbv run with several evaluations per device), every exchange with a worker holds
+  // this device's gate shared and the timing run holds it exclusively (eval/device_gate.hpp).
+  DeviceGate* gate = nullptr;
 };
 
 Result evaluate(const EvalRequest& request);

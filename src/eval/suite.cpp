@@ -4,15 +4,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "core/hash.hpp"
+#include "eval/device_gate.hpp"
 #include "eval/reference_session.hpp"
 #include "orchestrate/worker_process.hpp"
 #include "store/store.hpp"
@@ -56,17 +60,22 @@ constexpr const char* kBuiltMarker = ".kbv-built";
 // the worker only imports the file, which compiles its extensions into the content-keyed cache.
 // A failed build is not an error here: the evaluation reports it as compile_error. Returns the
 // wall seconds of each build by cache folder (0 for one already built).
-std::map<fs::path, double> build_ahead(const std::vector<const orchestrate::Task*>& tasks,
-                                       const SuiteRequest& request, fs::path scratch) {
-  std::map<fs::path, double> seconds;
+// Builds go in the order of `tasks` (the evaluation order), and each is announced through
+// `built` (cache folder, wall seconds; 0 for one already built) as soon as it ends, so evaluation
+// starts with the first build instead of the last.
+void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const SuiteRequest& request,
+                 fs::path scratch, const std::function<void(const fs::path&, double)>& built) {
   std::deque<const orchestrate::Task*> queue;
   std::set<fs::path> seen;
   for (const auto* t : tasks) {
     auto dir =
         extension_cache_dir(request.settings.cache_dir, t->candidate.path, request.settings.device);
     if (!seen.insert(dir).second) continue;
-    seconds[dir] = 0;
-    if (!fs::exists(dir / kBuiltMarker)) queue.push_back(t);
+    if (fs::exists(dir / kBuiltMarker)) {
+      built(dir, 0.0);
+    } else {
+      queue.push_back(t);
+    }
   }
   struct Running {
     std::unique_ptr<orchestrate::WorkerProcess> worker;
@@ -110,7 +119,7 @@ std::map<fs::path, double> build_ahead(const std::vector<const orchestrate::Task
           std::ofstream(it->cache / kBuiltMarker) << "built\n";
         }
         it->worker->stop();
-        seconds[it->cache] = since(it->started);
+        built(it->cache, since(it->started));
         it = running.erase(it);
         ++done;
         if (request.settings.progress) {
@@ -121,8 +130,92 @@ std::map<fs::path, double> build_ahead(const std::vector<const orchestrate::Task
       }
     }
   }
-  return seconds;
 }
+
+// What the evaluation threads know of the builds running beside them.
+class BuildBoard {
+ public:
+  void built(const fs::path& cache, double seconds) {
+    {
+      std::lock_guard guard(mutex_);
+      seconds_[cache] = seconds;
+    }
+    changed_.notify_all();
+  }
+  void finish() {
+    {
+      std::lock_guard guard(mutex_);
+      finished_ = true;
+    }
+    changed_.notify_all();
+  }
+  bool is_built(const fs::path& cache) {
+    std::lock_guard guard(mutex_);
+    return finished_ || seconds_.count(cache) != 0;
+  }
+  // Waits until this candidate's build ended (or every build did); returns its wall seconds.
+  double wait(const fs::path& cache) {
+    std::unique_lock guard(mutex_);
+    changed_.wait(guard, [&] { return finished_ || seconds_.count(cache) != 0; });
+    auto it = seconds_.find(cache);
+    return it == seconds_.end() ? 0.0 : it->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<fs::path, double> seconds_;
+  bool finished_ = false;
+};
+
+// Which task an evaluation thread takes next. In order of preference: one of the problem whose
+// reference it holds (no new reference work); one of a problem no thread is on, already built;
+// the same, not yet built; then any (a second reference session for a problem, rather than an
+// idle thread).
+class TaskPicker {
+ public:
+  explicit TaskPicker(const std::vector<const orchestrate::Task*>& tasks)
+      : tasks_(tasks), taken_(tasks.size(), false) {}
+
+  // Under the caller's lock. `current`: the problem of the thread's last task (empty at first).
+  std::optional<size_t> pick(const fs::path& current, const std::set<fs::path>& broken,
+                             const std::function<bool(size_t)>& built) {
+    std::optional<size_t> unowned, unowned_unbuilt, any;
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      if (taken_[i] || broken.count(tasks_[i]->problem.path)) continue;
+      const auto& problem = tasks_[i]->problem.path;
+      if (!current.empty() && problem == current) return take(i, current);
+      if (active_[problem] == 0) {
+        if (!unowned && built(i)) unowned = i;
+        if (!unowned_unbuilt) unowned_unbuilt = i;
+      }
+      if (!any) any = i;
+    }
+    if (unowned) return take(*unowned, current);
+    if (unowned_unbuilt) return take(*unowned_unbuilt, current);
+    if (any) return take(*any, current);
+    return std::nullopt;
+  }
+  // The thread leaves its problem (it stops, or takes another).
+  void leave(const fs::path& problem) {
+    if (!problem.empty() && active_[problem] > 0) --active_[problem];
+  }
+
+ private:
+  size_t take(size_t i, const fs::path& current) {
+    taken_[i] = true;
+    const auto& problem = tasks_[i]->problem.path;
+    if (problem != current) {
+      leave(current);
+      ++active_[problem];
+    }
+    return i;
+  }
+
+  const std::vector<const orchestrate::Task*>& tasks_;
+  std::vector<bool> taken_;
+  std::map<fs::path, int> active_;
+};
 
 // After a crash or hang on a GPU: can a fresh process still allocate, compute and synchronise
 // there? A wedged device must not turn every later candidate into a failure.
@@ -133,6 +226,8 @@ bool device_healthy(const std::string& device) {
                         ">/dev/null 2>&1";
   return std::system(command.c_str()) == 0;
 }
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::string counts(const std::map<std::string, int>& verdicts) {
   std::string out;
@@ -190,39 +285,103 @@ SuiteSummary run_suite(const SuiteRequest& request) {
       request.settings.work_dir.empty() ? fs::temp_directory_path() : request.settings.work_dir;
   auto scratch = scratch_root / fmt::format("kbv-build-{}", ::getpid());
   auto started = Clock::now();
-  auto build_seconds = build_ahead(todo, request, scratch);
-  std::error_code ec;
-  fs::remove_all(scratch, ec);
-  summary.build_seconds = since(started);
+  BuildBoard builds;
+  std::mutex lock;  // guards the picker, the summary, the broken-problem set and the log
+  auto cache_of = [&](const orchestrate::Task& task) {
+    return extension_cache_dir(request.settings.cache_dir, task.candidate.path,
+                               request.settings.device);
+  };
+  // Builds run beside the evaluation: each candidate waits only for its own.
+  SuiteRequest build_request = request;  // its progress lines go through the run's lock
+  if (request.settings.progress) {
+    build_request.settings.progress = [&](const std::string& line) {
+      std::lock_guard guard(lock);
+      request.settings.progress(line);
+    };
+  }
+  std::thread builder([&] {
+    try {
+      build_ahead(todo, build_request, scratch,
+                  [&](const fs::path& cache, double seconds) { builds.built(cache, seconds); });
+    } catch (const std::exception& error) {
+      std::lock_guard guard(lock);
+      log(fmt::format("building ahead stopped: {}; candidates build as they are evaluated",
+                      error.what()));
+    }
+    builds.finish();
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+    summary.build_seconds = since(started);
+  });
 
-  started = Clock::now();
   auto devices =
       request.devices.empty() ? std::vector<std::string>{request.settings.device} : request.devices;
-  std::mutex lock;  // guards the queue, the summary, the broken-problem set and the log
+  // Several evaluations per device share it through its gate: only timing is exclusive.
+  std::map<std::string, std::unique_ptr<DeviceGate>> gates;
+  std::vector<std::string> threads_on;
+  for (const auto& device : devices) {
+    auto& gate = gates[device];
+    if (!gate) gate = std::make_unique<DeviceGate>();
+    int per = request.workers_per_device > 0 ? request.workers_per_device
+                                             : (device.starts_with("cuda") ? 4 : 1);
+    for (int k = 0; k < per; ++k) threads_on.push_back(device);
+  }
   std::set<fs::path> broken_problems;
-  size_t next = 0, finished = 0;
+  TaskPicker picker(todo);
+  size_t finished = 0;
   std::set<fs::path> compile_counted;  // a build shared by identical files counts once
+  std::set<std::string> unhealthy;     // devices that failed a health check
   auto worker = [&](const std::string& device) {
-    ReferenceSlot reference;  // this device's kept reference work, one problem at a time
+    ReferenceSlot reference;  // this thread's kept reference work, one problem at a time
     int sessions_counted = 0;
+    fs::path current;  // the problem of the last task
+    DeviceGate* gate = gates.at(device).get();
+    bool shared_device = std::count(threads_on.begin(), threads_on.end(), device) > 1;
     while (true) {
       size_t i;
       {
         std::lock_guard guard(lock);
-        while (next < todo.size() && broken_problems.count(todo[next]->problem.path)) ++next;
-        if (next >= todo.size()) return;
-        i = next++;
+        if (unhealthy.count(device)) {
+          picker.leave(current);
+          return;
+        }
+        auto picked = picker.pick(current, broken_problems,
+                                  [&](size_t k) { return builds.is_built(cache_of(*todo[k])); });
+        if (!picked) {
+          picker.leave(current);
+          return;
+        }
+        i = *picked;
+        current = todo[i]->problem.path;
       }
       const auto& task = *todo[i];
+      double built_in = builds.wait(cache_of(task));
       EvalRequest eval = request.settings;
       eval.problem = task.problem.path;
       eval.candidate = task.candidate.path;
       eval.device = device;
       eval.progress = nullptr;  // one line per candidate, not per stage
       eval.reference = &reference;
+      eval.gate = shared_device ? gate : nullptr;
       Result result;
       try {
         result = evaluate(eval);
+        // A failure while other evaluations shared the device may be theirs (device memory
+        // taken, a hang slowing every context): the candidate is evaluated again with the
+        // device to itself, and that verdict stands.
+        if (shared_device &&
+            (result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout)) {
+          auto alone = gate->exclusive();
+          EvalRequest solo = eval;
+          solo.gate = nullptr;
+          std::string first =
+              fmt::format("{}: {}", to_string(result.verdict), first_line(result.reason));
+          result = evaluate(solo);
+          result.add_flag("evaluated_alone", Severity::Info,
+                          fmt::format("with the device shared the first attempt ended {}; this "
+                                      "verdict is from a second attempt with the device alone",
+                                      first));
+        }
       } catch (const UsageError& error) {
         // A broken problem is no candidate's fault: nothing is stored, a rerun retries it.
         std::lock_guard guard(lock);
@@ -238,7 +397,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
         std::lock_guard guard(lock);
         auto cache = extension_cache_dir(request.settings.cache_dir, task.candidate.path,
                                          request.settings.device);
-        double ahead = compile_counted.insert(cache).second ? build_seconds[cache] : 0.0;
+        double ahead = compile_counted.insert(cache).second ? built_in : 0.0;
         auto& split = result.durations_s["split"];
         result.durations_s["build_ahead"] = ahead;
         split["compile"] = split.value("compile", 0.0) + ahead;
@@ -271,17 +430,21 @@ SuiteSummary run_suite(const SuiteRequest& request) {
                       to_string(result.verdict), counts(summary.verdicts),
                       per * static_cast<double>(todo.size() - finished)));
       if (!healthy) {
-        log(
-            fmt::format("{} failed its health check after that candidate; no more work is "
-                        "sent to it in this run",
-                        device));
+        if (unhealthy.insert(device).second) {
+          log(
+              fmt::format("{} failed its health check after that candidate; no more work is "
+                          "sent to it in this run",
+                          device));
+        }
+        picker.leave(current);
         return;
       }
     }
   };
   std::vector<std::thread> threads;
-  for (const auto& device : devices) threads.emplace_back(worker, device);
+  for (const auto& device : threads_on) threads.emplace_back(worker, device);
   for (auto& t : threads) t.join();
+  builder.join();
   summary.evaluation_seconds = since(started);
   return summary;
 }

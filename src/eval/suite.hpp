@@ -1,5 +1,6 @@
-// `kbv run`: every (problem, candidate) pair of a suite, built ahead in parallel, evaluated one
-// at a time on the device, each result stored as it finishes; a rerun resumes where it stopped.
+// `kbv run`: every (problem, candidate) pair of a suite, built in parallel beside the evaluation,
+// evaluated several at a time per device with one timing at a time per device, each result
+// stored as it finishes; a rerun resumes where it stopped.
 #pragma once
 
 #include <filesystem>
@@ -19,9 +20,12 @@ struct SuiteRequest {
   std::filesystem::path database;
   EvalRequest settings;  // device, protocol, size, timeouts...; problem and candidate are per task
   int build_jobs = 2;    // candidates built at once, ahead of evaluation
-  // One measurement worker per device, pulling from one queue. Empty: settings.device alone.
-  // The same device may be named twice ("cpu,cpu") to run two evaluations side by side.
+  // The devices, pulling from one queue. Empty: settings.device alone. The same device may be
+  // named twice ("cpu,cpu") to run two evaluations side by side.
   std::vector<std::string> devices;
+  // Evaluations at once on each device (0: 4 on a GPU, 1 on the CPU). They overlap everything
+  // but timing, which holds the device alone (eval/device_gate.hpp): one measurement per device.
+  int workers_per_device = 0;
 };
 
 // "all" (every CUDA GPU the driver shows, else cpu), "cpu", or a comma-separated list such as

@@ -129,6 +129,36 @@ def test_two_fake_devices_give_the_same_verdicts(tmp_path, cache_dir):
     assert rows(two) == rows(one)
 
 
+@pytest.mark.e2e
+def test_several_evaluations_per_device_give_the_same_verdicts(tmp_path, cache_dir):
+    """Three evaluations at once on one device (`--workers-per-device 3`): every task once, the
+    verdicts of a one-at-a-time run, timing still done (one timing run at a time), and a
+    failure while the device was shared evaluated again alone before it is stored."""
+    candidates = make_suite(tmp_path)
+    one, three = tmp_path / "one.sqlite", tmp_path / "three.sqlite"
+    assert kbv_run(candidates, one, cache_dir=cache_dir).returncode == 0
+    done = kbv_run(candidates, three, "--workers-per-device", "3", cache_dir=cache_dir)
+    assert done.returncode == 0, done.stderr
+    assert rows(three) == rows(one)
+    with sqlite3.connect(three) as con:
+        results = [json.loads(r) for (r,) in con.execute("SELECT result_json FROM results")]
+    by_verdict = {}
+    for r in results:
+        by_verdict.setdefault(r["verdict"], []).append(r)
+    correct = by_verdict["correct"]
+    assert correct and all(r["speedup"].get("vs_tf32") for r in correct)
+    (hang,) = by_verdict["timeout"]
+    assert "evaluated_alone" in {f["id"] for f in hang["flags"]}
+    assert all(
+        "evaluated_alone" not in {f["id"] for f in r["flags"]} for r in by_verdict["correct"]
+    )
+    assert all(
+        "gate_wait" in r["durations_s"]["split"]
+        for r in results
+        if "split" in r.get("durations_s", {})
+    )
+
+
 def test_bad_devices_spec_is_a_usage_error(tmp_path):
     done = subprocess.run(
         [kbv_binary(), "run", "--problems", str(PROBLEMS), "--candidates", str(tmp_path),

@@ -1,0 +1,58 @@
+// DeviceGate: lets several evaluations share one device while only one of them times.
+//
+// `kbv run` may evaluate several candidates on one GPU at once (--workers-per-device): loading,
+// correctness checks, re-checks and memory passes overlap, which fills the GPU and the CPUs that
+// one evaluation alone leaves idle. Timing must not overlap with anything on that device, so a
+// timing run takes the gate exclusively and every other exchange with a worker on the device
+// takes it shared. Writers are preferred: once a timing run waits, no new shared holder enters,
+// so it waits at most for the exchanges already in flight (one call each), never for whole
+// evaluations.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+
+namespace kbv::eval {
+
+class DeviceGate {
+ public:
+  class Hold {
+   public:
+    Hold() = default;
+    Hold(DeviceGate* gate, bool exclusive);
+    Hold(Hold&& other) noexcept;
+    Hold& operator=(Hold&& other) noexcept;
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    ~Hold();
+    void release();
+
+   private:
+    DeviceGate* gate_ = nullptr;
+    bool exclusive_ = false;
+  };
+
+  // A shared hold; none (a no-op) when this thread already holds the gate exclusively, so the
+  // calls a timing run makes do not wait for themselves.
+  Hold shared();
+  // The exclusive hold of a timing run: waits for shared holders to leave, blocks new ones.
+  Hold exclusive();
+
+  // For tests and progress lines.
+  int shared_holders() const;
+  bool held_exclusively() const;
+
+ private:
+  void lock_shared();
+  void unlock_shared();
+  void lock_exclusive();
+  void unlock_exclusive();
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  int readers_ = 0;
+  int writers_waiting_ = 0;
+  bool writer_ = false;
+};
+
+}  // namespace kbv::eval
