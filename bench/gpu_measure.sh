@@ -12,7 +12,7 @@
 # that would start with too little left is skipped and says so. Results: $OUT/measure.tgz (and
 # $OUT/measure.md, the table from bench/measure_table.py).
 #   env: OUT (default results/gpu-measure), KBV_MEASURE_BUDGET_S (330), KBV_MEASURE_PROFILE
-#        (standard), KBV_MEASURE_DRAWS (1), KBV_MEASURE_PROBLEMS (space-separated paths under
+#        (standard), KBV_MEASURE_SIZE (large), KBV_MEASURE_DRAWS (1), KBV_MEASURE_PROBLEMS (space-separated paths under
 #        problems/, or "all"; default five problems spanning the suite's kinds, so that two
 #        timed runs fit the budget: one `kbv eval` costs about 20 s on the H200, most of it
 #        correctness, and the first builds about a minute), KBV_MEASURE_SKIP (step names to leave out)
@@ -34,6 +34,7 @@ for rel in $PROBLEMS; do
 done
 echo "$PROBLEMS" > "$RES/problems.txt"
 PROFILE=${KBV_MEASURE_PROFILE:-standard}
+MSIZE=${KBV_MEASURE_SIZE:-large}  # problem size of the kbv runs and KernelBench's timing
 DRAWS=${KBV_MEASURE_DRAWS:-1}
 export PYTHONUNBUFFERED=1 KBV_CACHE_DIR=$PWD/.kbv-cache PYTHONPATH=$PWD/python:$PWD/build
 pack() {
@@ -88,23 +89,23 @@ step accuracy_launch 15 python3 bench/measure_accuracy.py launch "$RES/accuracy_
 
 # -- (a) repeatability: run A, KernelBench pass 1, run B, KernelBench pass 2 ----------------------
 RUN=(build/kbv run --problems "$SUITE/problems" --candidates "$SUITE/candidates" --device cuda
-     --size large --draws "$DRAWS" --profile "$PROFILE" -q)
+     --size "$MSIZE" --draws "$DRAWS" --profile "$PROFILE" -q)
 step run_a 60 "${RUN[@]}" --db "$RES/run_a.sqlite"
 build/kbv export "$RES/run_a.sqlite" --out "$RES/run_a.jsonl" 2>/dev/null
-KBV_SIZE=large step kernelbench_1 30 python3 bench/kernelbench_timing.py \
+KBV_SIZE=$MSIZE step kernelbench_1 30 python3 bench/kernelbench_timing.py \
   --problems "$SUITE/problems" --candidates "$SUITE/candidates" --out "$RES/kernelbench_1.json"
 step run_b 60 "${RUN[@]}" --db "$RES/run_b.sqlite"
 build/kbv export "$RES/run_b.sqlite" --out "$RES/run_b.jsonl" 2>/dev/null
-KBV_SIZE=large step kernelbench_2 30 python3 bench/kernelbench_timing.py \
+KBV_SIZE=$MSIZE step kernelbench_2 30 python3 bench/kernelbench_timing.py \
   --problems "$SUITE/problems" --candidates "$SUITE/candidates" --out "$RES/kernelbench_2.json"
 
 # -- (b) accuracy against Nsight Compute -----------------------------------------------------------
-KBV_SIZE=large step accuracy_headline 40 python3 bench/measure_accuracy.py headline "$RES/accuracy_headline.json" $PROBLEMS
+KBV_SIZE=$MSIZE step accuracy_headline 40 python3 bench/measure_accuracy.py headline "$RES/accuracy_headline.json" $PROBLEMS
 if ! command -v ncu > /dev/null; then
   log "SKIP ncu: not installed"
   echo '{"skipped": "ncu not found"}' > "$RES/accuracy_ncu.json"
 elif [ -s "$RES/accuracy_headline.json" ]; then
-  KBV_SIZE=large step ncu 40 ncu --nvtx --nvtx-include "kbvcall/" --metrics gpu__time_duration.sum \
+  KBV_SIZE=$MSIZE step ncu 40 ncu --nvtx --nvtx-include "kbvcall/" --metrics gpu__time_duration.sum \
     --cache-control all --clock-control none --csv --print-units base \
     --log-file "$RES/ncu_messages.txt" \
     python3 bench/measure_accuracy.py ncu-target "$RES/accuracy_headline.json"

@@ -6,7 +6,7 @@
 # candidates (bench/make_bench_set.py: the bundled suite at $SIZE plus a KernelBench
 # level-1 subset), each timed end to end; the whole sequence REPEATS times for repeatability.
 #
-#   TIME_BUDGET_S=480 REPEATS=2 bench/gpu_suite_bench.sh
+#   TIME_BUDGET_S=480 REPEATS=2 PROFILE=quick WORKERS=4 bench/gpu_suite_bench.sh
 #   REPS="2" PHASES="kbv-cold kbv-warm kernelbench" bench/gpu_suite_bench.sh   # a later call
 #
 # REPS (default "1 2 ... REPEATS") names the repetitions this call runs and PHASES which
@@ -77,8 +77,13 @@ run_phase() {
   record "{\"phase\": \"$name\", \"seconds\": $(python3 -c "print($t1 - $t0)"), \"rc\": $rc}"
 }
 
+# PROFILE: kbv's timing profile (quick, standard, precise); WORKERS: evaluations at once on the GPU.
+PROFILE=${PROFILE:-standard}
+WORKERS=${WORKERS:-4}
+echo "{\"profile\": \"$PROFILE\", \"workers_per_device\": $WORKERS, \"jobs\": $JOBS}" > "$OUT/settings.json"
 KBV_RUN=(build/kbv run --problems "$WORK/set/problems" --candidates "$WORK/set/candidates"
-  --device cuda --size "$SIZE" --jobs "$JOBS" --timeout 120 --compile-timeout 300)
+  --device cuda --size "$SIZE" --jobs "$JOBS" --timeout 120 --compile-timeout 300
+  --profile "$PROFILE" --workers-per-device "$WORKERS")
 # Rough needs (s) from the first repetition, used to skip a phase that cannot finish.
 NEED_COLD=60 NEED_WARM=30 NEED_KB=60
 PHASES=${PHASES:-kbv-cold kbv-warm kernelbench}
