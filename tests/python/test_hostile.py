@@ -8,7 +8,7 @@ import textwrap
 import threading
 
 import pytest
-from conftest import PROBLEMS
+from conftest import PROBLEMS, REPO
 
 RELU = PROBLEMS / "level1" / "3_ReLU.py"
 
@@ -205,3 +205,77 @@ class ModelNew(nn.Module):
     assert "bytes of output, more than" in reasons[0], reasons[0]
     assert str(5 << 30) in reasons[0]
     assert "memory" in reasons[1].lower(), reasons[1]
+
+
+SMALL_QUOTA = 64 << 20
+FILLS_SCRATCH = REPO / "examples" / "wrong" / "fills_scratch.py"
+SMALL_SCRATCH_FILE = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        with open("kbv_scratch_note.bin", "wb") as handle:
+            handle.write(os.urandom(1 << 20))
+        with open(os.path.join(os.environ["TMPDIR"], "kbv_scratch_note.bin"), "rb") as handle:
+            assert len(handle.read()) == 1 << 20
+        return torch.relu(x)
+"""
+
+
+def scratch_quota_of(evaluation, sandboxed):
+    """The quota as the isolation report records it: the sandbox's tmpfs when this machine
+    allows mounts, else (or with --no-sandbox) the orchestrator's watchdog."""
+    if sandboxed:
+        require_isolation(evaluation)
+    quota = evaluation.result["isolation"]["scratch_quota"]
+    assert quota["bytes"] == SMALL_QUOTA
+    assert quota["kind"] == ("tmpfs" if sandboxed else "watchdog"), quota
+    if not sandboxed:
+        assert quota["why_not_tmpfs"] == "the sandbox is disabled"
+    return quota
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["tmpfs", "watchdog"])
+def test_scratch_quota_ends_a_disk_filler(tmp_path, run_eval, monkeypatch, sandboxed):
+    """Many files, each far under the per-file limit, until the total is over the quota: a
+    runtime_error saying so, whichever way the quota is enforced."""
+    monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
+    extra = [] if sandboxed else ["--no-sandbox"]
+    evaluation = run_eval(RELU, FILLS_SCRATCH, *extra)
+    assert evaluation.returncode == 0, evaluation.stderr
+    scratch_quota_of(evaluation, sandboxed)
+    reason = evaluation.result["reason"]
+    assert evaluation.verdict == "runtime_error", reason
+    assert "scratch quota exceeded" in reason, reason
+    if sandboxed:
+        assert f"filled its scratch directory's {SMALL_QUOTA}-byte quota" in reason, reason
+    else:
+        assert f"over the {SMALL_QUOTA}-byte quota" in reason, reason
+        written = int(reason.split("wrote ")[1].split(" bytes")[0])
+        assert written > SMALL_QUOTA
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["tmpfs", "watchdog"])
+def test_scratch_quota_spares_a_small_scratch_file(tmp_path, run_eval, monkeypatch, sandboxed):
+    monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
+    extra = [] if sandboxed else ["--no-sandbox"]
+    evaluation = run_eval(RELU, candidate(tmp_path, "scratch_note", "", SMALL_SCRATCH_FILE), *extra)
+    assert evaluation.returncode == 0, evaluation.stderr
+    scratch_quota_of(evaluation, sandboxed)
+    assert evaluation.verdict == "correct", evaluation.result["reason"]
+    assert not evaluation.flag_ids("reject")
+
+
+@pytest.mark.e2e
+def test_scratch_quota_verdict_does_not_stop_the_run(tmp_path, cache_dir, monkeypatch):
+    from test_run import kbv_run, rows
+
+    monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
+    folder = tmp_path / "cands" / "filler"
+    folder.mkdir(parents=True)
+    (folder / "level_1_problem_3_sample_0_kernel.py").write_text(FILLS_SCRATCH.read_text())
+    (folder / "level_1_problem_3_sample_1_kernel.py").write_text(HEADER + SMALL_SCRATCH_FILE)
+    db = tmp_path / "filler.sqlite"
+    done = kbv_run(tmp_path / "cands", db, cache_dir=cache_dir)
+    assert done.returncode == 0, done.stderr
+    assert [r[5] for r in rows(db)] == ["runtime_error", "correct"]
