@@ -9,7 +9,7 @@ import torch.nn as nn
 
 CHUNK = b"\xa5" * (1 << 20)
 FILE_MIB = 8
-GIVE_UP_BYTES = 64 << 30  # never reached while the quota holds (4 GiB by default)
+GIVE_UP_BYTES = 6 << 30  # never reached while the quota holds (4 GiB by default)
 
 
 def _fill_scratch():

@@ -207,7 +207,8 @@ std::optional<std::string> WorkerProcess::read_line(Clock::time_point deadline) 
     if (left.count() <= 0) return std::nullopt;
     pollfd p{from_worker_, POLLIN, 0};
     long long wait = std::min<long long>(left.count(), 1000);
-    if (!quota_watched.empty()) wait = std::min<long long>(wait, ScratchQuotaWatch::kInterval.count());
+    if (!quota_watched.empty())
+      wait = std::min<long long>(wait, ScratchQuotaWatch::kInterval.count());
     int ready = ::poll(&p, 1, static_cast<int>(wait));
     if (ready < 0 && errno != EINTR) return std::nullopt;
     if (ready <= 0) continue;
@@ -227,11 +228,13 @@ bool WorkerProcess::ready(std::chrono::milliseconds wait) {
   while (true) {
     for (auto* worker : quota_watched) worker->check_quota();
     if (quota_failure_ || exited_ || buffer_.find('\n') != std::string::npos) return true;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
+    auto left =
+        std::max(std::chrono::milliseconds(0),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
     if (!quota_watched.empty()) left = std::min(left, ScratchQuotaWatch::kInterval);
     pollfd p{from_worker_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) > 0) return true;
+    if (Clock::now() >= deadline) return false;
   }
 }
 

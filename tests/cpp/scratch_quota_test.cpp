@@ -1,6 +1,8 @@
 // The scratch quota's accounting: allocated bytes of a folder (hard links once, symbolic links
 // and holes not counted), the watchdog's verdict only over the quota, and a tmpfs in another
 // process's mount namespace read through /proc/<pid>/root.
+#include "orchestrate/scratch_quota.hpp"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -14,8 +16,6 @@
 #include <random>
 #include <string>
 #include <thread>
-
-#include "orchestrate/scratch_quota.hpp"
 
 namespace kbv::orchestrate {
 namespace {
@@ -145,8 +145,8 @@ TEST_F(ScratchQuota, TmpfsInAnotherNamespaceIsReadThroughProc) {
   }
   ScratchQuotaWatch watch(dir_, kMiB, /*tmpfs=*/true);
   EXPECT_FALSE(watch.check(child));  // mounted, empty
-  auto seen = filesystem_usage(fs::path("/proc") / std::to_string(child) / "root" /
-                               dir_.relative_path());
+  auto seen =
+      filesystem_usage(fs::path("/proc") / std::to_string(child) / "root" / dir_.relative_path());
   ASSERT_TRUE(seen);
   EXPECT_EQ(seen->total_bytes, kMiB);
   EXPECT_FALSE(fs::exists(dir_ / "fill"));
