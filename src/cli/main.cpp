@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +108,14 @@ struct EvalOptions {
     if (!(request.device == "cpu" || request.device == "cuda" ||
           request.device.starts_with("cuda:"))) {
       return fmt::format("--device must be cpu, cuda or cuda:N, not '{}'", request.device);
+    }
+    if (const char* quota = std::getenv("KBV_SCRATCH_QUOTA_BYTES"); quota && *quota) {
+      char* end = nullptr;
+      errno = 0;
+      request.max_scratch_bytes = std::strtoull(quota, &end, 10);
+      if (errno != 0 || *end != '\0' || *quota == '-') {
+        return fmt::format("KBV_SCRATCH_QUOTA_BYTES must be a number of bytes, not '{}'", quota);
+      }
     }
     return "";
   }

@@ -326,6 +326,8 @@ class Evaluation {
     box.writable = {run_dir_ / "candidate", run_dir_ / "scratch", cache};
     box.max_cpu_seconds = 3600 + static_cast<unsigned long long>(request_.compile_timeout.count());
     box.max_new_processes = 512;
+    box.quota_dir = run_dir_ / "scratch";
+    box.quota_bytes = request_.max_scratch_bytes;
     if (!request_.device.starts_with("cuda")) {
       // Host memory cap on the CPU path (CUDA maps large private regions of its own).
       box.max_data_bytes = request_.max_host_memory_bytes;

@@ -40,6 +40,9 @@ struct EvalRequest {
   std::filesystem::path work_dir;   // where run directories are made (default: temp dir)
   bool keep_work_dir = false;
   bool sandbox = true;
+  // Total bytes the candidate may keep in its scratch folder (orchestrate/scratch_quota.hpp);
+  // KBV_SCRATCH_QUOTA_BYTES overrides it; 0: no quota.
+  unsigned long long max_scratch_bytes = 4ULL << 30;
   unsigned long long max_host_memory_bytes = 16ULL << 30;  // candidate heap cap (CPU device)
   std::function<void(const std::string&)> progress;        // one line per stage
   // When set (kbv run: one per device thread), the reference work of the problem is kept

@@ -108,6 +108,8 @@ void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const Suite
       options.sandbox.enabled = request.settings.sandbox;
       options.sandbox.writable = {dir, cache};
       options.sandbox.max_new_processes = 512;
+      options.sandbox.quota_dir = dir;
+      options.sandbox.quota_bytes = request.settings.max_scratch_bytes;
       auto worker = std::make_unique<orchestrate::WorkerProcess>(options);
       worker->send({{"cmd", "import"}, {"candidate", fs::absolute(task->candidate.path).string()}});
       running.push_back({std::move(worker), Clock::now(), cache});

@@ -78,6 +78,25 @@ bool bind_path(const std::string& source, const fs::path& target, bool read_only
                  nullptr) == 0;
 }
 
+bool has_quota(const SandboxOptions& options, const fs::path& p) {
+  return options.quota_bytes > 0 && !options.quota_dir.empty() && p == options.quota_dir;
+}
+
+// The scratch folder as a tmpfs of the quota's size, so the kernel bounds the total bytes
+// written there (ENOSPC), not only each file (RLIMIT_FSIZE). False: it stays as it was.
+bool mount_scratch_tmpfs(const SandboxOptions& options, nlohmann::json& report) {
+  std::string data = "size=" + std::to_string(options.quota_bytes) + ",mode=700";
+  if (::mount("tmpfs", options.quota_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, data.c_str()) !=
+      0) {
+    report["scratch_quota"] = {{"kind", "unavailable"},
+                               {"reason", "mounting a tmpfs failed: " + error_text()}};
+    return false;
+  }
+  report["scratch_quota"] = {
+      {"kind", "tmpfs"}, {"path", options.quota_dir.string()}, {"bytes", options.quota_bytes}};
+  return true;
+}
+
 bool contains(const std::vector<fs::path>& paths, const fs::path& p) {
   for (const auto& q : paths) {
     if (q == p) return true;
@@ -87,7 +106,7 @@ bool contains(const std::vector<fs::path>& paths, const fs::path& p) {
 
 // Replaces `root` with an empty tmpfs and binds back each path of `keep` (held open by fd
 // across the mount, since the tmpfs hides its old location).
-nlohmann::json privatize_root(const SandboxOptions& options) {
+nlohmann::json privatize_root(const SandboxOptions& options, nlohmann::json& sandbox_report) {
   nlohmann::json report = {{"path", options.private_root.string()}};
   std::vector<std::pair<fs::path, int>> keep;
   for (const auto* list : {&options.exposed, &options.writable}) {
@@ -111,6 +130,10 @@ nlohmann::json privatize_root(const SandboxOptions& options) {
     std::error_code ec;
     if (S_ISDIR(st.st_mode)) {
       fs::create_directories(path, ec);
+      if (has_quota(options, path) && mount_scratch_tmpfs(options, sandbox_report)) {
+        ::close(fd);
+        continue;
+      }
     } else {
       fs::create_directories(path.parent_path(), ec);
       ::close(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
@@ -217,7 +240,18 @@ std::string apply_sandbox_in_child(const SandboxOptions& options) {
     hidden.push_back({{"path", dir.string()}, {"hidden", done}});
   }
   report["hidden_paths"] = hidden;
-  if (mounts && !options.private_root.empty()) report["private_root"] = privatize_root(options);
+  if (options.quota_bytes > 0 && !mounts) {
+    report["scratch_quota"] = {
+        {"kind", "unavailable"},
+        {"reason", "no mount namespace (" + report["namespaces"].get<std::string>() + ")"}};
+  }
+  // The working directory is resolved again after the mounts below, so that it is the
+  // folder as the candidate sees it (a tmpfs scratch), not the one they hide.
+  std::error_code cwd_error;
+  std::string cwd = fs::current_path(cwd_error).string();
+  if (mounts && !options.private_root.empty()) {
+    report["private_root"] = privatize_root(options, report);
+  }
   if (mounts) {
     report["private_dev_shm"] =
         ::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=1g") == 0;
@@ -226,13 +260,20 @@ std::string apply_sandbox_in_child(const SandboxOptions& options) {
     for (const auto& p : options.writable) {
       auto rel = p.lexically_relative(options.private_root);
       if (options.private_root.empty() || rel.empty() || rel.native().starts_with("..")) {
-        bind_path(p.string(), p, false);
+        if (!has_quota(options, p) || !mount_scratch_tmpfs(options, report)) {
+          bind_path(p.string(), p, false);
+        }
       }
     }
     if (options.read_only_root) {
       report["read_only_root"] =
           ::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0;
       report["read_only_submounts"] = read_only_submounts(options);
+    }
+    if (!cwd_error) (void)!::chdir(cwd.c_str());
+    if (options.quota_bytes > 0 && !report.contains("scratch_quota")) {
+      report["scratch_quota"] = {{"kind", "unavailable"},
+                                 {"reason", "the scratch folder is not a writable path"}};
     }
   }
   if (namespaces) {

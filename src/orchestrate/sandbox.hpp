@@ -5,7 +5,8 @@
 // With namespaces available the candidate sees: no network; the whole file system read-only;
 // the work root (where run directories live) replaced by an empty tmpfs into which only its own
 // inputs, state, output and scratch folders are bound back; its own build-cache folder
-// writable; a private /dev/shm; and no capabilities, so it cannot unmount any of this.
+// writable; a private /dev/shm; its scratch folder a tmpfs of the scratch quota's size; and no
+// capabilities, so it cannot unmount any of this.
 #pragma once
 
 #include <filesystem>
@@ -30,6 +31,11 @@ struct SandboxOptions {
   unsigned long long max_cpu_seconds = 0;    // RLIMIT_CPU; 0: none
   unsigned long long max_data_bytes = 0;     // RLIMIT_DATA (heap and private maps); 0: none
   unsigned long long max_new_processes = 0;  // RLIMIT_NPROC above the user's current count; 0: none
+  // The scratch folder (one of `writable`) and the most bytes it may hold in all: with mounts
+  // it becomes a tmpfs of that size instead of a bind of the folder on disk; without, the
+  // orchestrator's watchdog enforces it (scratch_quota.hpp). 0: no quota.
+  std::filesystem::path quota_dir;
+  unsigned long long quota_bytes = 0;
 };
 
 // Runs in the forked child, before exec. The orchestrator forks only while single-threaded, so

@@ -42,6 +42,10 @@ std::string describe_exit(int status) {
   return "stopped";
 }
 
+// The workers of this thread with a scratch quota: waiting on any of them (the reference
+// included) checks them all, so a candidate's background writer is caught between its calls.
+thread_local std::vector<WorkerProcess*> quota_watched;
+
 bool executable(const fs::path& p) { return ::access(p.c_str(), X_OK) == 0; }
 
 fs::path own_directory() {
@@ -142,9 +146,41 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   if (!first) throw std::runtime_error("a worker process did not start (no sandbox report)");
   auto report = nlohmann::json::parse(*first, nullptr, false);
   if (report.contains("sandbox")) isolation_ = report["sandbox"];
+  const auto& box = options.sandbox;
+  if (box.quota_bytes > 0 && !box.quota_dir.empty()) {
+    auto achieved = isolation_.value("scratch_quota", nlohmann::json::object());
+    bool tmpfs = achieved.value("kind", "") == "tmpfs";
+    quota_.emplace(box.quota_dir, box.quota_bytes, tmpfs);
+    auto described = quota_->describe();
+    if (!tmpfs) {
+      described["why_not_tmpfs"] =
+          box.enabled ? achieved.value("reason", "unknown") : "the sandbox is disabled";
+    }
+    isolation_["scratch_quota"] = described;
+    quota_watched.push_back(this);
+  }
 }
 
-WorkerProcess::~WorkerProcess() { stop(); }
+WorkerProcess::~WorkerProcess() {
+  stop();
+  std::erase(quota_watched, this);
+}
+
+void WorkerProcess::check_quota() {
+  if (!quota_ || quota_failure_ || exited_ || pid_ <= 0) return;
+  quota_failure_ = quota_->check(pid_);
+  if (quota_failure_ && group_ > 0) ::kill(-group_, SIGKILL);
+}
+
+Response WorkerProcess::quota_exceeded() {
+  kill_group();
+  Response r;
+  r.status = Response::Status::Error;
+  r.error_kind = "scratch_quota_exceeded";
+  r.message = *quota_failure_;
+  r.detail = log_tail();
+  return r;
+}
 
 void WorkerProcess::send(const nlohmann::json& request) {
   if (exited_) return;
@@ -159,6 +195,8 @@ void WorkerProcess::send(const nlohmann::json& request) {
 
 std::optional<std::string> WorkerProcess::read_line(Clock::time_point deadline) {
   while (true) {
+    for (auto* worker : quota_watched) worker->check_quota();
+    if (quota_failure_) return std::nullopt;
     auto newline = buffer_.find('\n');
     if (newline != std::string::npos) {
       std::string line = buffer_.substr(0, newline);
@@ -168,7 +206,10 @@ std::optional<std::string> WorkerProcess::read_line(Clock::time_point deadline) 
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return std::nullopt;
     pollfd p{from_worker_, POLLIN, 0};
-    int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    long long wait = std::min<long long>(left.count(), 1000);
+    if (!quota_watched.empty())
+      wait = std::min<long long>(wait, ScratchQuotaWatch::kInterval.count());
+    int ready = ::poll(&p, 1, static_cast<int>(wait));
     if (ready < 0 && errno != EINTR) return std::nullopt;
     if (ready <= 0) continue;
     char chunk[65536];
@@ -183,15 +224,26 @@ std::optional<std::string> WorkerProcess::read_line(Clock::time_point deadline) 
 }
 
 bool WorkerProcess::ready(std::chrono::milliseconds wait) {
-  if (exited_ || buffer_.find('\n') != std::string::npos) return true;
-  pollfd p{from_worker_, POLLIN, 0};
-  return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
+  auto deadline = Clock::now() + wait;
+  while (true) {
+    for (auto* worker : quota_watched) worker->check_quota();
+    if (quota_failure_ || exited_ || buffer_.find('\n') != std::string::npos) return true;
+    auto left =
+        std::max(std::chrono::milliseconds(0),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    if (!quota_watched.empty()) left = std::min(left, ScratchQuotaWatch::kInterval);
+    pollfd p{from_worker_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) > 0) return true;
+    if (Clock::now() >= deadline) return false;
+  }
 }
 
 Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
+  if (quota_failure_) return quota_exceeded();
   if (exited_) return died("had already exited");
   auto line = read_line(Clock::now() + timeout);
   if (!line) {
+    if (quota_failure_) return quota_exceeded();
     if (exited_) return died("closed its channel");
     kill_group();
     Response r;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "orchestrate/sandbox.hpp"
+#include "orchestrate/scratch_quota.hpp"
 
 namespace kbv::orchestrate {
 
@@ -56,7 +57,8 @@ class WorkerProcess {
   // thread watch several workers without giving up on any of them.
   bool ready(std::chrono::milliseconds wait);
 
-  // What the sandbox achieved in the child (its first line on the channel).
+  // What the sandbox achieved in the child (its first line on the channel), with
+  // `scratch_quota` as enforced: the sandbox's tmpfs, else this side's watchdog.
   const nlohmann::json& isolation() const { return isolation_; }
   // Asks the worker to exit, then kills its whole process group if it does not.
   void stop();
@@ -67,6 +69,11 @@ class WorkerProcess {
   std::optional<std::string> read_line(std::chrono::steady_clock::time_point deadline);
   Response died(std::string what);
   void kill_group();
+  // The scratch quota (scratch_quota.hpp): checked while any worker of this thread is waited
+  // on; once exceeded, the worker's group is killed and its next answer is the error
+  // `scratch_quota_exceeded`.
+  void check_quota();
+  Response quota_exceeded();
 
   WorkerOptions options_;
   pid_t pid_ = -1;
@@ -77,6 +84,8 @@ class WorkerProcess {
   nlohmann::json isolation_ = nlohmann::json::object();
   bool exited_ = false;
   int wait_status_ = 0;
+  std::optional<ScratchQuotaWatch> quota_;
+  std::optional<std::string> quota_failure_;
 };
 
 // The interpreter and import path workers run with: next to the kbv executable when installed,

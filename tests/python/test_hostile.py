@@ -3,12 +3,15 @@ with its reason, kbv completes, and nothing outside the candidate's own folders 
 
 from __future__ import annotations
 
+import json
+import shutil
 import socket
+import subprocess
 import textwrap
 import threading
 
 import pytest
-from conftest import PROBLEMS
+from conftest import PROBLEMS, QUICK, REPO, kbv_binary
 
 RELU = PROBLEMS / "level1" / "3_ReLU.py"
 
@@ -205,3 +208,152 @@ class ModelNew(nn.Module):
     assert "bytes of output, more than" in reasons[0], reasons[0]
     assert str(5 << 30) in reasons[0]
     assert "memory" in reasons[1].lower(), reasons[1]
+
+
+SMALL_QUOTA = 64 << 20
+FILLS_SCRATCH = REPO / "examples" / "wrong" / "fills_scratch.py"
+SMALL_SCRATCH_FILE = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        with open("kbv_scratch_note.bin", "wb") as handle:
+            handle.write(os.urandom(1 << 20))
+        with open(os.path.join(os.environ["TMPDIR"], "kbv_scratch_note.bin"), "rb") as handle:
+            assert len(handle.read()) == 1 << 20
+        return torch.relu(x)
+"""
+
+
+def scratch_quota_of(evaluation, sandboxed):
+    """The quota as the isolation report records it: the sandbox's tmpfs when this machine
+    allows mounts, else (or with --no-sandbox) the orchestrator's watchdog."""
+    if sandboxed:
+        require_isolation(evaluation)
+    quota = evaluation.result["isolation"]["scratch_quota"]
+    assert quota["bytes"] == SMALL_QUOTA
+    assert quota["kind"] == ("tmpfs" if sandboxed else "watchdog"), quota
+    if not sandboxed:
+        assert quota["why_not_tmpfs"] == "the sandbox is disabled"
+    return quota
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["tmpfs", "watchdog"])
+def test_scratch_quota_ends_a_disk_filler(tmp_path, run_eval, monkeypatch, sandboxed):
+    """Many files, each far under the per-file limit, until the total is over the quota: a
+    runtime_error saying so, whichever way the quota is enforced."""
+    monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
+    extra = [] if sandboxed else ["--no-sandbox"]
+    evaluation = run_eval(RELU, FILLS_SCRATCH, *extra)
+    assert evaluation.returncode == 0, evaluation.stderr
+    scratch_quota_of(evaluation, sandboxed)
+    reason = evaluation.result["reason"]
+    assert evaluation.verdict == "runtime_error", reason
+    assert "scratch quota exceeded" in reason, reason
+    if sandboxed:
+        assert f"filled its scratch directory's {SMALL_QUOTA}-byte quota" in reason, reason
+    else:
+        assert f"over the {SMALL_QUOTA}-byte quota" in reason, reason
+        written = int(reason.split("wrote ")[1].split(" bytes")[0])
+        assert written > SMALL_QUOTA
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["tmpfs", "watchdog"])
+def test_scratch_quota_spares_a_small_scratch_file(tmp_path, run_eval, monkeypatch, sandboxed):
+    monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
+    extra = [] if sandboxed else ["--no-sandbox"]
+    evaluation = run_eval(RELU, candidate(tmp_path, "scratch_note", "", SMALL_SCRATCH_FILE), *extra)
+    assert evaluation.returncode == 0, evaluation.stderr
+    scratch_quota_of(evaluation, sandboxed)
+    assert evaluation.verdict == "correct", evaluation.result["reason"]
+    assert not evaluation.flag_ids("reject")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["tmpfs", "watchdog"])
+def test_scratch_quota_catches_a_background_writer(tmp_path, run_eval, monkeypatch, sandboxed):
+    """A thread started at import fills the scratch folder while the candidate is idle: the
+    quota is checked while kbv waits on any worker, not only during the candidate's calls."""
+    monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
+    body = """
+    import threading
+    import time
+
+    def _fill():
+        index = 0
+        while index < 512:  # 2 GiB at most, should the quota not hold
+            try:
+                with open(f"bg_{index}.bin", "wb") as handle:
+                    handle.write(b"x" * (4 << 20))
+            except OSError:
+                time.sleep(0.01)
+            index += 1
+
+    threading.Thread(target=_fill, daemon=True).start()
+    """
+    extra = [] if sandboxed else ["--no-sandbox"]
+    evaluation = run_eval(RELU, candidate(tmp_path, "background_filler", body), *extra)
+    assert evaluation.returncode == 0, evaluation.stderr
+    scratch_quota_of(evaluation, sandboxed)
+    assert evaluation.verdict == "runtime_error", evaluation.result["reason"]
+    assert "scratch quota exceeded" in evaluation.result["reason"]
+
+
+@pytest.mark.e2e
+def test_scratch_quota_verdict_does_not_stop_the_run(tmp_path, cache_dir, monkeypatch):
+    from test_run import kbv_run, rows
+
+    monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
+    folder = tmp_path / "cands" / "filler"
+    folder.mkdir(parents=True)
+    (folder / "level_1_problem_3_sample_0_kernel.py").write_text(FILLS_SCRATCH.read_text())
+    (folder / "level_1_problem_3_sample_1_kernel.py").write_text(HEADER + SMALL_SCRATCH_FILE)
+    db = tmp_path / "filler.sqlite"
+    done = kbv_run(tmp_path / "cands", db, cache_dir=cache_dir)
+    assert done.returncode == 0, done.stderr
+    assert [r[5] for r in rows(db)] == ["runtime_error", "correct"]
+
+
+# As in a container without user namespaces: kbv runs in a user namespace of its own in which
+# no further one may be made (max_user_namespaces 0) and without capabilities, so its sandbox
+# gets no mount namespace and the quota falls back to the watchdog.
+NO_NAMESPACES = [
+    "unshare",
+    "-Ur",
+    "sh",
+    "-c",
+    "echo 0 > /proc/sys/user/max_user_namespaces && "
+    'exec setpriv --inh-caps=-all --bounding-set=-all "$@"',
+    "sh",
+]
+
+
+@pytest.mark.e2e
+def test_scratch_quota_falls_back_to_the_watchdog_without_namespaces(
+    tmp_path, cache_dir, monkeypatch
+):
+    if not (shutil.which("unshare") and shutil.which("setpriv")):
+        pytest.skip("needs unshare and setpriv (util-linux)")
+    probe = subprocess.run(
+        [*NO_NAMESPACES, "sh", "-c", "unshare -U true 2>/dev/null; echo inner=$?"],
+        capture_output=True,
+        text=True,
+    )
+    if "inner=" not in probe.stdout or "inner=0" in probe.stdout:
+        pytest.skip(f"cannot make a namespace-less environment here: {probe.stderr.strip()}")
+    monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
+    out = tmp_path / "result.json"
+    command = [
+        *NO_NAMESPACES, kbv_binary(), "eval", "--problem", str(RELU),
+        "--candidate", str(FILLS_SCRATCH), "--device", "cpu", "--json", str(out),
+        "--cache-dir", str(cache_dir), "--quiet", *QUICK,
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["isolation"]["namespaces"].startswith("refused"), result["isolation"]
+    quota = result["isolation"]["scratch_quota"]
+    assert quota["kind"] == "watchdog", quota
+    assert quota["why_not_tmpfs"].startswith("no mount namespace"), quota
+    assert result["verdict"] == "runtime_error", result["reason"]
+    assert f"over the {SMALL_QUOTA}-byte quota" in result["reason"], result["reason"]

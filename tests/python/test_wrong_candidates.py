@@ -25,6 +25,7 @@ EXPECTED = {
     "raises_in_forward.py": ("runtime_error", None, "forward raised"),
     "segfault.py": ("runtime_error", None, "SIGSEGV"),
     "hangs.py": ("timeout", None, "did not answer"),
+    "fills_scratch.py": ("runtime_error", None, "scratch quota exceeded"),
     "mutates_input.py": ("rejected", "inputs_mutated", "inputs_mutated"),
     "returns_input_alias.py": ("rejected", "output_aliases_input", "output_aliases_input"),
 }
@@ -36,10 +37,12 @@ def test_every_zoo_file_has_an_expectation():
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_wrong_candidate_verdict(name, run_eval):
+def test_wrong_candidate_verdict(name, run_eval, monkeypatch):
     verdict, flag, words = EXPECTED[name]
     candidate = WRONG / name
     extra = ["--timeout", "8"] if name == "hangs.py" else []
+    if name == "fills_scratch.py":  # 64 MiB instead of the default 4 GiB: the same path, cheaper
+        monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(64 << 20))
     evaluation = run_eval(target_problem(candidate), candidate, *extra)
     assert evaluation.returncode == 0, evaluation.stderr
     result = evaluation.result
