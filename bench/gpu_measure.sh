@@ -36,7 +36,7 @@ echo "$PROBLEMS" > "$RES/problems.txt"
 PROFILE=${KBV_MEASURE_PROFILE:-standard}
 MSIZE=${KBV_MEASURE_SIZE:-large}  # problem size of the kbv runs and KernelBench's timing
 DRAWS=${KBV_MEASURE_DRAWS:-1}
-export PYTHONUNBUFFERED=1 KBV_CACHE_DIR=$PWD/.kbv-cache PYTHONPATH=$PWD/python:$PWD/build
+export PYTHONUNBUFFERED=1 KBV_CACHE_DIR=${KBV_CACHE_DIR:-$PWD/.kbv-cache} PYTHONPATH=$PWD/python:$PWD/build
 pack() {
   python3 bench/measure_table.py "$RES" > "$RES/measure.md" 2> "$RES/measure_table.err"
   cp "$RES/measure.md" "$OUT/measure.md" 2>/dev/null
