@@ -500,7 +500,8 @@ def peak_memory(call: Callable[[], Any], device: torch.device) -> dict[str, Any]
                 if label != "torch" and label != "cupti":
                     by_source[source_group(label)] += n
             by_source["torch"] = allocator_peak
-            if trace["attribution"] == "library":
+            # No allocation in the call at all (a warm caching allocator): nothing to attribute.
+            if trace["attribution"] == "library" or trace["allocations"] == 0:
                 logical = allocator_peak + trace["peak_excluding_torch_bytes"]
                 result["partial"] = False
             else:

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -1086,6 +1087,10 @@ void MemoryTrace::Exit() {
   }
   bool memory2_covers_vmm = false;
   std::unordered_set<std::uint32_t> memory2_correlations;
+  std::unordered_map<std::uint32_t, std::string> stack_source;  // correlation -> calling library
+  for (const ApiAllocRecord& a : api_allocs) {
+    if (a.alloc && !a.source.empty()) stack_source.emplace(a.correlation, a.source);
+  }
 
   std::vector<MemEvent> events;
   events.reserve(memory.size() + vmm.size());
@@ -1119,6 +1124,15 @@ void MemoryTrace::Exit() {
     e.space = 0;
     e.op = alloc ? MemEvent::Op::kAlloc : MemEvent::Op::kFree;
     e.bytes = static_cast<std::int64_t>(m.bytes);
+    // The calling library read from the stack by the API callback of the same call, when there
+    // is one, over CUPTI's `source`: on the H200 CUPTI named libc10_cuda.so as the source of
+    // cuMemAlloc calls made through ctypes, which filed them under torch and out of the peak.
+    if (alloc) {
+      if (auto it = stack_source.find(m.correlation); it != stack_source.end()) {
+        if (it->second != m.source) ++out.sources_from_stack;
+        m.source = it->second;
+      }
+    }
     if (!m.source.empty()) {
       out.attribution = "library";
       e.source = ClassifyAllocationSource(m.source);

@@ -40,6 +40,9 @@ struct MemoryTraceResult {
   // object that called the API, read from the calling thread's stack.
   std::int64_t api_allocation_records = 0;
   std::int64_t api_allocations_counted = 0;
+  // MEMORY2 allocations whose source was taken from the stack of the same call (the callback's)
+  // because CUPTI named another library (or none).
+  std::int64_t sources_from_stack = 0;
   // "memory2", "callback", "memory2+callback", or "none" (no allocation seen at all).
   std::string allocations_counted_via = "none";
   std::int64_t other_device_records = 0;  // MEMORY2 records of other devices (not counted)

@@ -177,6 +177,7 @@ nb::dict MemoryTraceSummary(const MemoryTrace& trace) {
   out["api_allocation_records"] = r.api_allocation_records;
   out["api_allocations_counted"] = r.api_allocations_counted;
   out["allocations_counted_via"] = r.allocations_counted_via;
+  out["sources_from_stack"] = r.sources_from_stack;
   out["host_allocated_bytes"] = r.host_allocated_bytes;
   out["tracer_allocated_bytes"] = r.tracer_allocated_bytes;
   out["attribution"] = r.attribution;
