@@ -10,7 +10,8 @@ KernelBench's code is never copied into this repository: point `--kernelbench` a
 `kernelbench.eval.eval_kernel_against_ref` (the evaluation). The driver loop is re-written
 here because `scripts/eval_from_generations.py` itself needs `pydra` and `modal`, and its
 dataset reader takes one level per run and one build directory per (problem, sample), where
-this set spans three levels. Nothing is stubbed: `--check-imports` reports which of
+this set spans three levels. Nothing of KernelBench is stubbed (the LLM-client packages its
+`utils` imports are, where missing: see LLM_CLIENT_MODULES): `--check-imports` reports which of
 KernelBench's imports exist; the package's `__init__` (which imports `kernelbench.utils`, the
 LLM-client helpers that need `openai`, `litellm` and `dotenv`) is skipped only when those are
 missing, and that is recorded in the output (`package_init`); `utils` adds `torch.rand_mix`
@@ -31,6 +32,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
+import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,7 +57,51 @@ def _setup_path() -> dict:
     return {"kernelbench": str(kb), "pylib": str(pylib) if pylib.is_dir() else None}
 
 
+# The LLM-client packages KernelBench's `utils` imports at its top (openai, litellm, dotenv), only
+# for querying models. `eval_kernel_against_ref` imports `utils` for one helper
+# (`get_gpu_vendor`), so where these packages are missing (the H200 image lacks all three; litellm
+# alone is 140 MB, over what a device call carries) they are stood in by placeholder modules:
+# every attribute is a function that raises, except `dotenv.load_dotenv`, a no-op (what the real
+# one does without a .env file). No evaluation path calls them; one that did would fail loudly,
+# never change a figure. Which ones were stood in is recorded in the output.
+LLM_CLIENT_MODULES = ("openai", "litellm", "dotenv")
+
+
+def _placeholder(name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__kbv_placeholder__ = True
+
+    def missing(attr: str):
+        def fail(*_args, **_kwargs):
+            raise RuntimeError(f"{name}.{attr}: a kbv bench placeholder ({name} is missing)")
+
+        return fail
+
+    def load_dotenv(*_args, **_kwargs) -> bool:
+        return False
+
+    def module_getattr(attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if name == "dotenv" and attr == "load_dotenv":
+            return load_dotenv
+        return missing(attr)
+
+    module.__getattr__ = module_getattr
+    return module
+
+
+def _stand_in_llm_clients() -> list[str]:
+    stood_in = []
+    for name in LLM_CLIENT_MODULES:
+        if name not in sys.modules and importlib.util.find_spec(name) is None:
+            sys.modules[name] = _placeholder(name)
+            stood_in.append(name)
+    return stood_in
+
+
 PATHS = _setup_path()
+PATHS["placeholder_modules"] = _stand_in_llm_clients()
 
 
 def import_report() -> dict:
@@ -146,6 +192,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=180)
     parser.add_argument("--time-budget", type=float, default=float("inf"))
     parser.add_argument("--check-imports", action="store_true")
+    parser.add_argument(
+        "--without-extensions",
+        action="store_true",
+        help="only the candidates that build nothing (no load_inline/load): the per-candidate "
+        "evaluation cost without the compile step",
+    )
     args = parser.parse_args()
 
     report = import_report()
@@ -164,6 +216,14 @@ def main() -> None:
     mp.set_start_method("spawn", force=True)
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")  # set_gpu_arch(["Hopper"])
     manifest = json.loads((args.set / "manifest.json").read_text())
+    if args.without_extensions:
+        manifest = [
+            m
+            for m in manifest
+            if not any(
+                f in (args.set / m["candidate"]).read_text() for f in ("load_inline", "load(")
+            )
+        ]
     build_root = args.build_dir or (args.set / "kb-build")
     items = []
     for m in manifest:
@@ -233,6 +293,8 @@ def main() -> None:
     summary = {
         "harness": "kernelbench",
         "package_init": init,
+        "placeholder_modules": PATHS["placeholder_modules"],
+        "without_extensions": args.without_extensions,
         "imports": report,
         "settings": {
             "correct_trials": args.correct_trials,
