@@ -12,8 +12,7 @@ export PYTHONUNBUFFERED=1 KBV_CACHE_DIR=$PWD/.kbv-cache
 pack() { tar czf "$OUT/final.tgz" -C results final; }
 trap pack EXIT
 t0=$(date +%s)
-{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBV_BUILD_TESTS=OFF &&
-  cmake --build build -j"$(nproc)"; } > "$RES/build.log" 2>&1 || { tail -40 "$RES/build.log"; exit 1; }
+bash bench/gpu_build.sh "$RES/build.log" || exit 1
 echo "build $(( $(date +%s) - t0 )) s"
 # The six problems left, as a suite of their own.
 SUITE=$RES/suite6

@@ -10,8 +10,7 @@ mkdir -p "$OUT"
 RES=results/call && rm -rf "$RES" && mkdir -p "$RES"
 OUT=$RES bench/gpu_probe.sh > /dev/null
 t0=$(date +%s)
-{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBV_BUILD_TESTS=OFF &&
-  cmake --build build -j"$(nproc)"; } > "$RES/build.log" 2>&1 || { tail -40 "$RES/build.log"; exit 1; }
+bash bench/gpu_build.sh "$RES/build.log" || exit 1
 echo "build $(( $(date +%s) - t0 )) s"
 OUT=$RES/zoo ZOO_PHASE1_S=${ZOO_PHASE1_S:-250} ZOO_PHASE2_S=${ZOO_PHASE2_S:-90} \
   bench/gpu_zoo.sh > "$RES/zoo.log" 2>&1

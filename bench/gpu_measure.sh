@@ -49,8 +49,7 @@ log() { echo "[$(date -u +%T)] $*" | tee -a "$RES/steps.txt"; }
 
 # -- build (not counted in the budget) --------------------------------------------------------
 log "build"
-{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBV_BUILD_TESTS=OFF &&
-  cmake --build build -j"$(nproc)"; } > "$RES/build.log" 2>&1 || { tail -40 "$RES/build.log"; exit 1; }
+bash bench/gpu_build.sh "$RES/build.log" || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
   --format=csv > "$RES/gpu.csv" 2>&1
 python3 - > "$RES/probe.json" 2>&1 <<'PY'

@@ -16,9 +16,7 @@ OUT=${OUT:-results/gpu-scratch-quota}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 KBV_CACHE_DIR=${KBV_CACHE_DIR:-$PWD/.kbv-cache}
 if [ ! -x build/kbv ] || [ "${REBUILD:-0}" = 1 ]; then
-  { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBV_BUILD_TESTS=OFF &&
-    cmake --build build -j"$(nproc)"; } > "$OUT/build.log" 2>&1 ||
-    { tail -40 "$OUT/build.log"; exit 1; }
+  bash bench/gpu_build.sh "$OUT/build.log" || exit 1
 fi
 
 run_case() {  # name quota_bytes problem candidate [extra kbv args]

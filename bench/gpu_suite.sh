@@ -16,8 +16,7 @@ for step in "$@"; do
     build)
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit \
         --format=csv > "$OUT/gpu.csv"
-      { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBV_BUILD_TESTS=OFF &&
-        cmake --build build -j"$(nproc)"; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+      bash bench/gpu_build.sh "$OUT/build.log" || exit 1
       python3 -c "import torch, sys; sys.path.insert(0, 'build'); import kbv_native; print('kbv_native cuda', kbv_native.has_cuda, torch.cuda.get_device_name())"
       ;;
     correct)

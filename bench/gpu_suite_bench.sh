@@ -51,8 +51,7 @@ record() { echo "$1" >> "$OUT/phases.jsonl"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv \
   > "$OUT/gpu.csv" 2>&1
 # Always (an up-to-date build is a no-op; a build/ left by an older checkout must not be used).
-{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBV_BUILD_TESTS=OFF &&
-  cmake --build build -j"$(nproc)"; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+bash bench/gpu_build.sh "$OUT/build.log" || exit 1
 record "{\"phase\": \"build_kbv\", \"seconds\": $(elapsed), \"size\": \"$SIZE\"}"
 python3 bench/kernelbench_eval.py --check-imports > "$OUT/kernelbench-imports.json" 2>&1
 python3 bench/make_bench_set.py --out "$WORK/set" --kernelbench "$KBV_KERNELBENCH" | tee "$OUT/set.txt"

@@ -18,9 +18,7 @@ export PYTHONUNBUFFERED=1 KBV_CACHE_DIR=${KBV_CACHE_DIR:-$PWD/.kbv-cache}
 started=$(date +%s)
 
 if [ ! -x build/kbv ] || [ "${REBUILD:-0}" = 1 ]; then
-  { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBV_BUILD_TESTS=OFF &&
-    cmake --build build -j"$(nproc)"; } > "$OUT/logs/build.log" 2>&1 ||
-    { tail -40 "$OUT/logs/build.log"; exit 1; }
+  bash bench/gpu_build.sh "$OUT/logs/build.log" || exit 1
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.limit --format=csv > "$OUT/gpu.csv" 2>&1
 

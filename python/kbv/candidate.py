@@ -135,22 +135,28 @@ class CandidateRole:
         }
 
     def cmd_trace(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The operators one forward dispatches and the extension functions it calls."""
+        """The operators one forward dispatches and the extension functions it calls (`ops`),
+        and on CUDA the kernels one more forward launches, with their streams (`gpu`: T1, B1,
+        B2). `parts` picks them: the operators are traced before timing (the dispatcher needs
+        no CUPTI), the kernels after it (torch.profiler keeps CUPTI's one subscriber slot)."""
         assert self.model is not None
+        parts = request.get("parts", ["ops", "gpu"])
         state = tensorio.load_state(Path(request["state"]), self.device)
         params.load_into(self.model, state, self.mapping)
         inputs = tensorio.load_inputs(Path(request["inputs"]), self.device)
-        try:
-            trace = guards.trace_forward(lambda: self.model(*inputs), self.extensions)
-        except Exception as error:  # noqa: BLE001 - a forward that refuses tracing: evidence
-            trace = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
-        # On CUDA, the kernels one more forward launches, with their streams (T1, B1, B2).
-        # Fresh copies of the inputs: a cache keyed on the tensors the first trace used must
-        # not make this forward skip its kernels.
-        fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-        trace["gpu"] = gpu_guards.kernel_trace(
-            lambda: self.model(*fresh), self.device, self.extensions
-        )
+        trace: dict[str, Any] = {}
+        if "ops" in parts:
+            try:
+                trace = guards.trace_forward(lambda: self.model(*inputs), self.extensions)
+            except Exception as error:  # noqa: BLE001 - a forward that refuses tracing: evidence
+                trace = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+        if "gpu" in parts:
+            # Fresh copies of the inputs: a cache keyed on the tensors an earlier trace used
+            # must not make this forward skip its kernels.
+            fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            trace["gpu"] = gpu_guards.kernel_trace(
+                lambda: self.model(*fresh), self.device, self.extensions
+            )
         trace.update(self._call_state())
         return trace
 

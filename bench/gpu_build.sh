@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The GPU machine's kbv build, shared by every bench/gpu_*.sh script: Release, no tests (the
+# machine has no GoogleTest and the tests run in CI). Usage: bench/gpu_build.sh LOG_FILE
+# Prints the log's tail and exits non-zero when the build fails. An up-to-date build is a no-op;
+# a build/ left by an older checkout is rebuilt, never used as is.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOG=${1:?usage: bench/gpu_build.sh LOG_FILE}
+mkdir -p "$(dirname "$LOG")"
+{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBV_BUILD_TESTS=OFF &&
+  cmake --build build -j"$(nproc)"; } > "$LOG" 2>&1 || { tail -40 "$LOG"; exit 1; }
