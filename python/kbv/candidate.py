@@ -38,10 +38,6 @@ class CandidateRole:
         self.kept: dict[str, list] = {}
 
     def cmd_load_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
-        # Before the candidate's code exists in this process, and while the reference works. Not
-        # at worker start: a build-ahead worker (cmd_import) never traces, and on a machine
-        # compiling 16 candidates at once its 5-10 s of CPU slowed every build.
-        guards.preload_dispatch_tracing()
         self.device = hosting.device_of(request["device"])
         numerics.set_tf32(True)
         self.numerics_baseline = numerics.snapshot()

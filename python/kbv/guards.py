@@ -267,13 +267,6 @@ class ExtensionCalls:
         return sum(self.counts.values())
 
 
-def preload_dispatch_tracing() -> None:
-    """Imports what `trace_forward` needs ahead of time: the first call of an operator under a
-    TorchDispatchMode imports torch._dynamo (5-10 s), which otherwise lands inside the
-    evaluation's critical path. Called at worker start, while the other worker is busy."""
-    import torch._dynamo  # noqa: F401
-
-
 # -- B1: what the forward dispatched ------------------------------------------------------------
 def trace_forward(call: Callable[[], Any], extensions: ExtensionCalls | None) -> dict[str, Any]:
     """The aten (and custom-namespace) operators dispatched during `call`, in order of first
@@ -281,8 +274,18 @@ def trace_forward(call: Callable[[], Any], extensions: ExtensionCalls | None) ->
     from torch.utils._python_dispatch import TorchDispatchMode
 
     ops: dict[str, int] = {}
+    dynamo_loaded = "torch._dynamo" in sys.modules
 
     class Recorder(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # By default torch wraps __torch_dispatch__ in torch._dynamo.disable, which imports
+            # torch._dynamo at the first traced operator: 4-10 s of CPU per worker. In a
+            # process that has not imported torch._dynamo nothing is compiled, so the wrapper
+            # would protect nothing; where it is loaded (a candidate using torch.compile), the
+            # wrapper stays.
+            return dynamo_loaded
+
         def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
             schema = getattr(func, "_schema", None)
             name = schema.name if schema is not None else str(func)

@@ -5,7 +5,6 @@ process never imports candidate code."""
 from __future__ import annotations
 
 import copy
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,6 @@ MAX_REPLACEMENT_ATTEMPTS = 3
 
 class ReferenceRole:
     def __init__(self) -> None:
-        # The reference's own trace comes late in an evaluation; its import runs beside the
-        # problem's loading instead of in front of the trace (this process is trusted, so a
-        # helper thread here is not a finding).
-        threading.Thread(target=guards.preload_dispatch_tracing, daemon=True).start()
         self.device = torch.device("cpu")
         self.module = None
         self.model: torch.nn.Module | None = None

@@ -196,9 +196,9 @@ class Evaluation {
     // slot for the rest of the worker's life, and the measurement's kernel audit and memory
     // tracer need that slot (on the H200 they reported
     // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED while the trace ran first).
-    // Skipped for a candidate already rejected: its verdict stands, and the profiler costs
-    // seconds per call on the GPU.
-    if (operator_trace_ && !failure_ && !result_.has_reject_flag()) {
+    // Also for a candidate the operator trace rejected: the kernel trace may clear its
+    // kernel_never_called (a CUDA graph replaying the candidate's own kernels).
+    if (operator_trace_ && !failure_) {
       t = Clock::now();
       trace_kernels(*trace_case_);
       result_.durations_s["trace"] = result_.durations_s.value("trace", 0.0) + seconds_since(t);

@@ -100,7 +100,8 @@ def test_reference_work_is_done_once_per_problem_and_shared(tmp_path, cache_dir,
     assert len({by_sample[s]["environment"]["seed_sha256"] for s in range(4)}) == 1
     for s in range(4):
         split = by_sample[s]["durations_s"]["split"]
-        assert set(split) == {"compile", "reference", "candidate", "idle"}
+        assert set(split) == {"compile", "reference", "candidate", "gate_wait", "idle"}
+        assert split["gate_wait"] == 0  # one evaluation at a time on the CPU
         assert all(v >= 0 for v in split.values())
     # A reused reference did no loading or drawing for the second candidate.
     assert (
