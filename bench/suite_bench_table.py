@@ -178,9 +178,8 @@ def main() -> None:
                 ref = r.get("problem", {}).get("reference") or {}
                 if ref.get("key"):
                     keys.add(ref["key"])
-            cells = " | ".join(
-                f"{split[p]:.1f}" for p in ("compile", "reference", "candidate", "gate_wait", "idle")
-            )
+            parts = ("compile", "reference", "candidate", "gate_wait", "idle")
+            cells = " | ".join(f"{split[p]:.1f}" for p in parts)
             print(f"| {name}-{rep} | {cells} | {len(keys)} |")
     print()
 

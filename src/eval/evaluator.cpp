@@ -804,11 +804,7 @@ class Evaluation {
   // here; kernel_never_called waits for the kernel trace, which may clear it (a CUDA graph
   // replays the candidate's own kernels without calling its extension).
   void trace_operators(const json& c) {
-    json request = {{"cmd", "trace"},
-                    {"inputs", c["inputs"]},
-                    {"state", c["state"]},
-                    {"parts", json::array({"ops"})}};
-    auto cand = cand_call(request, request_.call_timeout);
+    auto cand = cand_call(trace_request(c, "ops"), request_.call_timeout);
     if (!cand.ok()) return fail_call(cand, "tracing the forward's operators");
     note_call_state(cand.result, "tracing the forward");
     auto ref = ref_call({{"cmd", "trace"}, {"inputs", c["inputs"]}, {"state", c["state"]}},
@@ -829,16 +825,20 @@ class Evaluation {
     }
     json& record = operator_trace_->record;
     // Also on the CPU, where the answer is "not a CUDA device": the same path either way.
-    json request = {{"cmd", "trace"},
-                    {"inputs", c["inputs"]},
-                    {"state", c["state"]},
-                    {"parts", json::array({"gpu"})}};
-    auto cand = cand_call(request, request_.call_timeout);
+    auto cand = cand_call(trace_request(c, "gpu"), request_.call_timeout);
     if (!cand.ok()) return fail_call(cand, "tracing the forward's kernels");
     note_call_state(cand.result, "tracing the forward's kernels");
     if (cand.result.contains("gpu")) add_gpu_trace(cand.result["gpu"], record, flags);
     result_.candidate["trace"] = record;
     for (const auto& flag : flags) add_trace_flag(flag);
+  }
+
+  // The candidate's `trace` command on case `c`, for one part: "ops" or "gpu".
+  static json trace_request(const json& c, const char* part) {
+    return {{"cmd", "trace"},
+            {"inputs", c["inputs"]},
+            {"state", c["state"]},
+            {"parts", json::array({part})}};
   }
 
   // The published protocols (standard, kbv-paper) accept library calls: there the trace's

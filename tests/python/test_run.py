@@ -117,16 +117,23 @@ def test_missing_folders_are_usage_errors(tmp_path):
     assert done.returncode == 2 and "does not exist" in done.stderr
 
 
+def run_beside_one_at_a_time(tmp_path, cache_dir, *extra):
+    """The suite run one evaluation at a time, then with `extra`: both succeed with the same
+    rows. Returns the second database."""
+    candidates = make_suite(tmp_path)
+    one, other = tmp_path / "one.sqlite", tmp_path / "other.sqlite"
+    assert kbv_run(candidates, one, cache_dir=cache_dir).returncode == 0
+    done = kbv_run(candidates, other, *extra, cache_dir=cache_dir)
+    assert done.returncode == 0, done.stderr
+    assert rows(other) == rows(one)
+    return other
+
+
 @pytest.mark.e2e
 def test_two_fake_devices_give_the_same_verdicts(tmp_path, cache_dir):
     """The multi-device scheduler on the CPU: two workers side by side (`--devices cpu,cpu`)
     evaluate every task once, with the verdicts of a one-device run."""
-    candidates = make_suite(tmp_path)
-    one, two = tmp_path / "one.sqlite", tmp_path / "two.sqlite"
-    assert kbv_run(candidates, one, cache_dir=cache_dir).returncode == 0
-    done = kbv_run(candidates, two, "--devices", "cpu,cpu", cache_dir=cache_dir)
-    assert done.returncode == 0, done.stderr
-    assert rows(two) == rows(one)
+    run_beside_one_at_a_time(tmp_path, cache_dir, "--devices", "cpu,cpu")
 
 
 @pytest.mark.e2e
@@ -134,12 +141,7 @@ def test_several_evaluations_per_device_give_the_same_verdicts(tmp_path, cache_d
     """Three evaluations at once on one device (`--workers-per-device 3`): every task once, the
     verdicts of a one-at-a-time run, timing still done (one timing run at a time), and a
     failure while the device was shared evaluated again alone before it is stored."""
-    candidates = make_suite(tmp_path)
-    one, three = tmp_path / "one.sqlite", tmp_path / "three.sqlite"
-    assert kbv_run(candidates, one, cache_dir=cache_dir).returncode == 0
-    done = kbv_run(candidates, three, "--workers-per-device", "3", cache_dir=cache_dir)
-    assert done.returncode == 0, done.stderr
-    assert rows(three) == rows(one)
+    three = run_beside_one_at_a_time(tmp_path, cache_dir, "--workers-per-device", "3")
     with sqlite3.connect(three) as con:
         results = [json.loads(r) for (r,) in con.execute("SELECT result_json FROM results")]
     by_verdict = {}
