@@ -64,9 +64,9 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
 }  // namespace
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 class Evaluation {
  public:

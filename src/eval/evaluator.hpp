@@ -56,4 +56,7 @@ struct EvalRequest {
 
 Result evaluate(const EvalRequest& request);
 
+// The text up to its first newline (a reason or message shortened for a one-line report).
+std::string first_line(const std::string& text);
+
 }  // namespace kbv::eval

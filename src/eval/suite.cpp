@@ -58,23 +58,27 @@ constexpr const char* kBuiltMarker = ".kbv-built";
 
 // Builds candidates ahead of evaluation, `jobs` at a time, each in its own sandboxed worker:
 // the worker only imports the file, which compiles its extensions into the content-keyed cache.
-// A failed build is not an error here: the evaluation reports it as compile_error. Returns the
-// wall seconds of each build by cache folder (0 for one already built).
+// A failed build is not an error here: the evaluation reports it as compile_error.
 // Builds go in the order of `tasks` (the evaluation order), and each is announced through
 // `built` (cache folder, wall seconds; 0 for one already built) as soon as it ends, so evaluation
 // starts with the first build instead of the last.
-void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const SuiteRequest& request,
-                 fs::path scratch, const std::function<void(const fs::path&, double)>& built) {
-  std::deque<const orchestrate::Task*> queue;
+// `caches[i]` is the build-cache folder of `tasks[i]`.
+void build_ahead(const std::vector<const orchestrate::Task*>& tasks,
+                 const std::vector<fs::path>& caches, const SuiteRequest& request, fs::path scratch,
+                 const std::function<void(const fs::path&, double)>& built) {
+  struct Pending {
+    const orchestrate::Task* task;
+    fs::path cache;
+  };
+  std::deque<Pending> queue;
   std::set<fs::path> seen;
-  for (const auto* t : tasks) {
-    auto dir =
-        extension_cache_dir(request.settings.cache_dir, t->candidate.path, request.settings.device);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const fs::path& dir = caches[i];
     if (!seen.insert(dir).second) continue;
     if (fs::exists(dir / kBuiltMarker)) {
       built(dir, 0.0);
     } else {
-      queue.push_back(t);
+      queue.push_back({tasks[i], dir});
     }
   }
   struct Running {
@@ -87,7 +91,7 @@ void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const Suite
   int index = 0;
   while (!queue.empty() || !running.empty()) {
     while (!queue.empty() && static_cast<int>(running.size()) < std::max(1, request.build_jobs)) {
-      const auto* task = queue.front();
+      const auto [task, cache] = queue.front();
       queue.pop_front();
       orchestrate::WorkerOptions options;
       options.role = "candidate";
@@ -97,8 +101,6 @@ void build_ahead(const std::vector<const orchestrate::Task*>& tasks, const Suite
       fs::create_directories(dir);
       options.working_directory = dir;
       options.log_file = dir / "build.log";
-      auto cache = extension_cache_dir(request.settings.cache_dir, task->candidate.path,
-                                       request.settings.device);
       fs::create_directories(cache);
       options.environment = {{"TORCH_EXTENSIONS_DIR", cache.string()},
                              {"TMPDIR", dir.string()},
@@ -153,12 +155,12 @@ class BuildBoard {
   }
   bool is_built(const fs::path& cache) {
     std::lock_guard guard(mutex_);
-    return finished_ || seconds_.count(cache) != 0;
+    return ended(cache);
   }
   // Waits until this candidate's build ended (or every build did); returns its wall seconds.
   double wait(const fs::path& cache) {
     std::unique_lock guard(mutex_);
-    changed_.wait(guard, [&] { return finished_ || seconds_.count(cache) != 0; });
+    changed_.wait(guard, [&] { return ended(cache); });
     auto it = seconds_.find(cache);
     return it == seconds_.end() ? 0.0 : it->second;
   }
@@ -166,6 +168,8 @@ class BuildBoard {
  private:
   std::mutex mutex_;
   std::condition_variable changed_;
+  bool ended(const fs::path& cache) const { return finished_ || seconds_.count(cache) != 0; }
+
   std::map<fs::path, double> seconds_;
   bool finished_ = false;
 };
@@ -229,8 +233,6 @@ bool device_healthy(const std::string& device) {
   return std::system(command.c_str()) == 0;
 }
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
 std::string counts(const std::map<std::string, int>& verdicts) {
   std::string out;
   for (const auto& [verdict, n] : verdicts)
@@ -289,10 +291,13 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   auto started = Clock::now();
   BuildBoard builds;
   std::mutex lock;  // guards the picker, the summary, the broken-problem set and the log
-  auto cache_of = [&](const orchestrate::Task& task) {
-    return extension_cache_dir(request.settings.cache_dir, task.candidate.path,
-                               request.settings.device);
-  };
+  // Each task's build-cache folder, once: it hashes the candidate file, and the picker asks
+  // for every waiting task at every pick.
+  std::vector<fs::path> caches;
+  for (const auto* task : todo) {
+    caches.push_back(extension_cache_dir(request.settings.cache_dir, task->candidate.path,
+                                         request.settings.device));
+  }
   // Builds run beside the evaluation: each candidate waits only for its own.
   SuiteRequest build_request = request;  // its progress lines go through the run's lock
   if (request.settings.progress) {
@@ -303,7 +308,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   }
   std::thread builder([&] {
     try {
-      build_ahead(todo, build_request, scratch,
+      build_ahead(todo, caches, build_request, scratch,
                   [&](const fs::path& cache, double seconds) { builds.built(cache, seconds); });
     } catch (const std::exception& error) {
       std::lock_guard guard(lock);
@@ -348,7 +353,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
           return;
         }
         auto picked = picker.pick(current, broken_problems,
-                                  [&](size_t k) { return builds.is_built(cache_of(*todo[k])); });
+                                  [&](size_t k) { return builds.is_built(caches[k]); });
         if (!picked) {
           picker.leave(current);
           return;
@@ -357,7 +362,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
         current = todo[i]->problem.path;
       }
       const auto& task = *todo[i];
-      double built_in = builds.wait(cache_of(task));
+      double built_in = builds.wait(caches[i]);
       EvalRequest eval = request.settings;
       eval.problem = task.problem.path;
       eval.candidate = task.candidate.path;
@@ -397,9 +402,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
       {
         // The build ahead of evaluation is this result's compile time too.
         std::lock_guard guard(lock);
-        auto cache = extension_cache_dir(request.settings.cache_dir, task.candidate.path,
-                                         request.settings.device);
-        double ahead = compile_counted.insert(cache).second ? built_in : 0.0;
+        double ahead = compile_counted.insert(caches[i]).second ? built_in : 0.0;
         auto& split = result.durations_s["split"];
         result.durations_s["build_ahead"] = ahead;
         split["compile"] = split.value("compile", 0.0) + ahead;
