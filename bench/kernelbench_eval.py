@@ -70,6 +70,9 @@ LLM_CLIENT_MODULES = ("openai", "litellm", "dotenv")
 def _placeholder(name: str) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__kbv_placeholder__ = True
+    # A spec, so importlib.util.find_spec (import_report, and any library probing for the
+    # package) answers instead of raising ValueError on a spec-less module.
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
 
     def missing(attr: str):
         def fail(*_args, **_kwargs):
@@ -108,7 +111,8 @@ def import_report() -> dict:
     found = {}
     for mods in KB_IMPORTS.values():
         for m in mods:
-            found[m] = importlib.util.find_spec(m) is not None
+            placeholder = getattr(sys.modules.get(m), "__kbv_placeholder__", False)
+            found[m] = not placeholder and importlib.util.find_spec(m) is not None
     return {
         "modules": found,
         "missing_by_importer": {

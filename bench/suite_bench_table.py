@@ -65,6 +65,28 @@ def kb_results(path: Path) -> tuple[dict, dict[tuple, dict]]:
     return data, items
 
 
+def cpu_busy(out: Dirs, phase: dict) -> str:
+    """Share of all cores busy during a phase, from cpu.log (/proc/stat's first line every 2 s):
+    1 - (idle + iowait) / total over the samples inside the phase."""
+    if "start" not in phase:
+        return ""
+    samples = []
+    for d in out.dirs:
+        path = d / "cpu.log"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                fields = line.split()
+                if len(fields) > 6 and fields[1] == "cpu":
+                    samples.append((float(fields[0]), [int(v) for v in fields[2:]]))
+    inside = [v for t, v in samples if phase["start"] <= t <= phase["end"]]
+    if len(inside) < 2:
+        return ""
+    delta = [b - a for a, b in zip(inside[0], inside[-1], strict=False)]
+    total = sum(delta)
+    idle = delta[3] + delta[4]
+    return f"; CPU busy {100 * (1 - idle / total):.0f}%" if total else ""
+
+
 def kbv_speedup(r: dict) -> float | None:
     s = (r.get("speedup") or {}).get("vs_fp32") or {}
     return s.get("value") if isinstance(s, dict) else None
@@ -112,7 +134,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     walls: dict[str, list[float]] = {}
     for rep in reps:
-        for name in ("kbv-cold", "kbv-warm", "kernelbench"):
+        for name in ("kbv-cold", "kbv-warm", "kernelbench", "kernelbench-warm"):
             p = ph.get(f"{name}-{rep}", {})
             if "skipped" in p or not p:
                 print(f"| {name} | {rep} | — | — | — | {p.get('skipped', 'not run')} |")
@@ -121,7 +143,7 @@ def main() -> None:
                 n = len(kbv_results(out / f"{name}-{rep}.sqlite"))
                 note = f"rc {p.get('rc')}"
             else:
-                data, _ = kb_results(out / f"kernelbench-{rep}.json")
+                data, _ = kb_results(out / f"{name}-{rep}.json")
                 n = data.get("evaluated", 0)
                 note = (
                     f"compile {data.get('compile_s', 0):.0f} s, eval {data.get('eval_s', 0):.0f} s"
@@ -135,6 +157,7 @@ def main() -> None:
             if not name.startswith("kbv") and n and n < data.get("candidates", 0):
                 wall = data["compile_s"] + data["eval_s"] / n * data["candidates"]
             walls.setdefault(name, []).append(wall)
+            note += cpu_busy(out, p)
             per = f"{p['seconds'] / n:.2f}" if n else "—"
             print(f"| {name} | {rep} | {p['seconds']:.1f} | {n} | {per} | {note} |")
     print()
@@ -144,11 +167,14 @@ def main() -> None:
         spread = (max(values) - min(values)) / statistics.mean(values) * 100 if values else 0
         print(f"| {name} | {statistics.mean(values):.1f} | {spread:.1f}% (n={len(values)}) |")
     print()
-    if "kernelbench" in walls:
-        kb = statistics.mean(walls["kernelbench"])
+    for kb_name in ("kernelbench", "kernelbench-warm"):
+        if kb_name not in walls:
+            continue
+        kb = statistics.mean(walls[kb_name])
         for name in ("kbv-cold", "kbv-warm"):
             if name in walls:
-                print(f"- KernelBench / {name}: {kb / statistics.mean(walls[name]):.2f}x")
+                print(f"- {kb_name} / {name}: {kb / statistics.mean(walls[name]):.2f}x")
+    if "kernelbench" in walls:
         print("  (KernelBench's wall is extrapolated to the whole set where the budget stopped it)")
         print()
 
@@ -188,6 +214,7 @@ def main() -> None:
     kbv_runs += [kbv_results(out / f"kbv-cold-{rep}.sqlite") for rep in reps]
     kbv_runs = [r for r in kbv_runs if r]
     kb_runs = [kb_results(out / f"kernelbench-{rep}.json")[1] for rep in reps]
+    kb_runs += [kb_results(out / f"kernelbench-warm-{rep}.json")[1] for rep in reps]
     kb_runs = [r for r in kb_runs if r]
     print("| harness | verdicts equal across runs | speedup difference across runs |")
     print("|---|---|---|")
