@@ -1,0 +1,29 @@
+import os
+
+import torch
+import torch.nn as nn
+
+_LARGE = os.environ.get("KBV_SIZE", "small") == "large"
+
+
+class Model(nn.Module):
+    """Elementwise ReLU."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+batch_size = 4096 if _LARGE else 16
+dim = 8192 if _LARGE else 1024
+
+
+def get_inputs():
+    x = torch.rand(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []
