@@ -7,6 +7,7 @@
 # level-1 subset), each timed end to end; the whole sequence REPEATS times for repeatability.
 #
 #   TIME_BUDGET_S=480 REPEATS=2 PROFILE=quick WORKERS=4 bench/gpu_suite_bench.sh
+#   REPS=1 PHASES="kbv-cold kbv-warm kbv-rewarm" WORKERS_REWARM=4 bench/gpu_suite_bench.sh
 #   REPS="2" PHASES="kbv-cold kbv-warm kernelbench" bench/gpu_suite_bench.sh   # a later call
 #
 # REPS (default "1 2 ... REPEATS") names the repetitions this call runs and PHASES which
@@ -86,22 +87,31 @@ run_phase() {
 SAMPLER=$!
 trap 'kill $SAMPLER 2>/dev/null' EXIT
 
-# PROFILE: kbv's timing profile (quick, standard, precise); WORKERS: evaluations at once on the GPU.
+# PROFILE: kbv's timing profile (quick, standard, precise); WORKERS: evaluations at once on the
+# GPU (default: kbv's own default); WORKERS_REWARM: the same for the kbv-rewarm phase, a second
+# warm run over the same cache (its repeatability against kbv-warm, at another worker count).
 PROFILE=${PROFILE:-standard}
-WORKERS=${WORKERS:-4}
-echo "{\"profile\": \"$PROFILE\", \"workers_per_device\": $WORKERS, \"jobs\": $JOBS}" > "$OUT/settings.json"
+WORKERS=${WORKERS:-default}
+WORKERS_REWARM=${WORKERS_REWARM:-$WORKERS}
+echo "{\"profile\": \"$PROFILE\", \"workers_per_device\": \"$WORKERS\", \"workers_rewarm\": \"$WORKERS_REWARM\", \"jobs\": $JOBS}" > "$OUT/settings.json"
+workers_flag() { [ "$1" = default ] || echo "--workers-per-device $1"; }
 KBV_RUN=(build/kbv run --problems "$WORK/set/problems" --candidates "$WORK/set/candidates"
   --device cuda --size "$SIZE" --jobs "$JOBS" --timeout 120 --compile-timeout 300
-  --profile "$PROFILE" --workers-per-device "$WORKERS")
+  --profile "$PROFILE")
 # Rough needs (s) from the first repetition, used to skip a phase that cannot finish.
 NEED_COLD=60 NEED_WARM=30 NEED_KB=60
 wants() { [[ " $PHASES " == *" $1 "* ]]; }
 for rep in ${REPS:-$(seq 1 "$REPEATS")}; do
+  # shellcheck disable=SC2046  # the flag is empty or two words
   wants kbv-cold && run_phase "kbv-cold-$rep" "$NEED_COLD" "${KBV_RUN[@]}" --cache-dir "$WORK/cache-$rep" \
-    --db "$OUT/kbv-cold-$rep.sqlite"
-  # The warm run needs the cold run's cache: without it in this call it is cold too.
+    --db "$OUT/kbv-cold-$rep.sqlite" $(workers_flag "$WORKERS")
+  # The warm runs need the cold run's cache: without it in this call they are cold too.
+  # shellcheck disable=SC2046
   wants kbv-warm && run_phase "kbv-warm-$rep" "$NEED_WARM" "${KBV_RUN[@]}" --cache-dir "$WORK/cache-$rep" \
-    --db "$OUT/kbv-warm-$rep.sqlite"
+    --db "$OUT/kbv-warm-$rep.sqlite" $(workers_flag "$WORKERS")
+  # shellcheck disable=SC2046
+  wants kbv-rewarm && run_phase "kbv-rewarm-$rep" "$NEED_WARM" "${KBV_RUN[@]}" \
+    --cache-dir "$WORK/cache-$rep" --db "$OUT/kbv-rewarm-$rep.sqlite" $(workers_flag "$WORKERS_REWARM")
   wants kernelbench && run_phase "kernelbench-$rep" "$NEED_KB" python3 bench/kernelbench_eval.py --set "$WORK/set" \
     --out "$OUT/kernelbench-$rep.json" --build-dir "$WORK/kb-build-$rep" --cpu-workers "$JOBS" \
     --time-budget "$(( $(left) - 20 ))"

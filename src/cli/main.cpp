@@ -191,8 +191,9 @@ int main(int argc, char** argv) {
   run->add_option("--jobs,-j", suite.build_jobs, "candidates built at once (default: CPU count)")
       ->check(CLI::Range(1, 512));
   run->add_option("--workers-per-device", suite.workers_per_device,
-                  "evaluations at once on each device (default: 4 on a GPU, 1 on the CPU); "
-                  "everything but timing overlaps, and one timing at a time runs per device")
+                  "evaluations at once on each device (default: 1 on the CPU; on a GPU, the CPU "
+                  "cores / (2 x GPUs), between 2 and 8); everything but timing overlaps, and one "
+                  "timing at a time runs per device")
       ->check(CLI::Range(1, 64));
   run_options.add_to(run);
 

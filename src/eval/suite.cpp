@@ -9,6 +9,7 @@
 #include <deque>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,6 +32,20 @@ fs::path extension_cache_dir(const fs::path& cache_root, const fs::path& candida
   return cache_root / "torch_extensions" /
          fmt::format("{}-{}", sha256_file(candidate).substr(0, 24),
                      device.starts_with("cuda") ? "cuda" : "cpu");
+}
+
+bool builds_on_import(const fs::path& candidate) {
+  std::ifstream in(candidate, std::ios::binary);
+  if (!in) return true;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.find("cpp_extension") != std::string::npos ||
+         text.find("load_inline") != std::string::npos;
+}
+
+int default_workers_per_device(const std::string& device, int cuda_devices, unsigned cores) {
+  if (!device.starts_with("cuda")) return 1;
+  int per = static_cast<int>(cores) / (2 * std::max(1, cuda_devices));
+  return std::clamp(per, 2, 8);
 }
 
 namespace {
@@ -56,6 +71,10 @@ json settings_of(const EvalRequest& r) {
 // run starts no build worker for it (torch's own check still guards the library itself).
 constexpr const char* kBuiltMarker = ".kbv-built";
 
+// Build workers' niceness: below the evaluations, so a timing run never waits for a core behind
+// a compiler; the builds still take every core the evaluations leave idle.
+constexpr int kBuildNice = 10;
+
 // Builds candidates ahead of evaluation, `jobs` at a time, each in its own sandboxed worker:
 // the worker only imports the file, which compiles its extensions into the content-keyed cache.
 // A failed build is not an error here: the evaluation reports it as compile_error.
@@ -75,7 +94,7 @@ void build_ahead(const std::vector<const orchestrate::Task*>& tasks,
   for (size_t i = 0; i < tasks.size(); ++i) {
     const fs::path& dir = caches[i];
     if (!seen.insert(dir).second) continue;
-    if (fs::exists(dir / kBuiltMarker)) {
+    if (fs::exists(dir / kBuiltMarker) || !builds_on_import(tasks[i]->candidate.path)) {
       built(dir, 0.0);
     } else {
       queue.push_back({tasks[i], dir});
@@ -107,6 +126,7 @@ void build_ahead(const std::vector<const orchestrate::Task*>& tasks,
                              {"XDG_CACHE_HOME", dir.string()},
                              {"KBV_SIZE", request.settings.size},
                              {"PYTHONDONTWRITEBYTECODE", "1"}};
+      options.nice = kBuildNice;
       options.sandbox.enabled = request.settings.sandbox;
       options.sandbox.writable = {dir, cache};
       options.sandbox.max_new_processes = 512;
@@ -329,8 +349,13 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   for (const auto& device : devices) {
     auto& gate = gates[device];
     if (!gate) gate = std::make_unique<DeviceGate>();
-    int per = request.workers_per_device > 0 ? request.workers_per_device
-                                             : (device.starts_with("cuda") ? 4 : 1);
+    int cuda_devices =
+        static_cast<int>(std::count_if(devices.begin(), devices.end(),
+                                       [](const std::string& d) { return d.starts_with("cuda"); }));
+    int per =
+        request.workers_per_device > 0
+            ? request.workers_per_device
+            : default_workers_per_device(device, cuda_devices, std::thread::hardware_concurrency());
     for (int k = 0; k < per; ++k) threads_on.push_back(device);
   }
   std::set<fs::path> broken_problems;

@@ -23,7 +23,7 @@ struct SuiteRequest {
   // The devices, pulling from one queue. Empty: settings.device alone. The same device may be
   // named twice ("cpu,cpu") to run two evaluations side by side.
   std::vector<std::string> devices;
-  // Evaluations at once on each device (0: 4 on a GPU, 1 on the CPU). They overlap everything
+  // Evaluations at once on each device (0: default_workers_per_device). They overlap everything
   // but timing, which holds the device alone (eval/device_gate.hpp): one measurement per device.
   int workers_per_device = 0;
 };
@@ -50,6 +50,13 @@ struct SuiteSummary {
   int reference_sessions = 0;  // reference workers started (problem x device x key)
 };
 
+// Evaluations at once on one device when --workers-per-device is not given. On the CPU, 1: the
+// evaluations would share the cores they time on. On a GPU, half the cores over the GPUs,
+// between 2 and 8: a worker is CPU-bound for most of its life (process start, torch import,
+// extension load, comparisons), so one per two cores keeps the cores busy while one timing
+// runs per GPU; more than 8 only adds GPU contexts and memory.
+int default_workers_per_device(const std::string& device, int cuda_devices, unsigned cores);
+
 // Progress goes to `request.settings.progress` as one line per event.
 SuiteSummary run_suite(const SuiteRequest& request);
 
@@ -59,5 +66,12 @@ SuiteSummary run_suite(const SuiteRequest& request);
 std::filesystem::path extension_cache_dir(const std::filesystem::path& cache_root,
                                           const std::filesystem::path& candidate,
                                           const std::string& device);
+
+// Whether importing the candidate may compile an extension (its source names torch's
+// cpp_extension module or load_inline), so a build worker should import it ahead of evaluation.
+// A file that does not is left to its evaluation: importing it twice would only cost a worker
+// start and a torch import. Only scheduling rests on this; a build it misses (a name assembled at
+// run time) still happens, inside the evaluation, under the same timeout. Unreadable: true.
+bool builds_on_import(const std::filesystem::path& candidate);
 
 }  // namespace kbv::eval

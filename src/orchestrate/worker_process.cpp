@@ -116,6 +116,8 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   if (pid_ < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid_ == 0) {
     ::setsid();  // its own process group: a timeout kills everything it started
+    // Lowering priority needs no privilege; a failure only leaves the inherited priority.
+    if (options.nice != 0) (void)!::nice(options.nice);
     int in = ::fcntl(to[0], F_DUPFD_CLOEXEC, 10);
     int out = ::fcntl(from[1], F_DUPFD_CLOEXEC, 10);
     ::dup2(in, 3);

@@ -26,6 +26,10 @@ struct WorkerOptions {
   std::filesystem::path log_file;
   std::map<std::string, std::string> environment;  // added to the orchestrator's own
   SandboxOptions sandbox;
+  // Added to the orchestrator's niceness for the worker and everything it starts (0: the same).
+  // Build-ahead workers run at a positive value so compilers never take CPU from the
+  // evaluations, and above all from a timing run, beside them.
+  int nice = 0;
 };
 
 struct Response {
