@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 512));
   run->add_option("--workers-per-device", suite.workers_per_device,
                   "evaluations at once on each device (default: 1 on the CPU; on a GPU, the CPU "
-                  "cores / (2 x GPUs), between 2 and 8); everything but timing overlaps, and one "
+                  "cores / (2 x GPUs), between 2 and 4); everything but timing overlaps, and one "
                   "timing at a time runs per device")
       ->check(CLI::Range(1, 64));
   run_options.add_to(run);

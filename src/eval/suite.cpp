@@ -42,10 +42,15 @@ bool builds_on_import(const fs::path& candidate) {
          text.find("load_inline") != std::string::npos;
 }
 
+// More evaluations per GPU than this wait on each other's timing runs more than they gain: on
+// the H200 (16 cores), 8 per GPU took 7 times the gate waiting of 4 and ran slower (issue 4's
+// results, session 5).
+constexpr int kMaxDefaultWorkersPerGpu = 4;
+
 int default_workers_per_device(const std::string& device, int cuda_devices, unsigned cores) {
   if (!device.starts_with("cuda")) return 1;
   int per = static_cast<int>(cores) / (2 * std::max(1, cuda_devices));
-  return std::clamp(per, 2, 8);
+  return std::clamp(per, 2, kMaxDefaultWorkersPerGpu);
 }
 
 namespace {

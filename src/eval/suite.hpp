@@ -52,9 +52,9 @@ struct SuiteSummary {
 
 // Evaluations at once on one device when --workers-per-device is not given. On the CPU, 1: the
 // evaluations would share the cores they time on. On a GPU, half the cores over the GPUs,
-// between 2 and 8: a worker is CPU-bound for most of its life (process start, torch import,
-// extension load, comparisons), so one per two cores keeps the cores busy while one timing
-// runs per GPU; more than 8 only adds GPU contexts and memory.
+// between 2 and 4: evaluations overlap their CPU work (process start, torch import, extension
+// load, comparisons), but every timing run stops the others' calls on its GPU until the calls in
+// flight end, so past 4 they mostly wait for each other (measured: suite.cpp).
 int default_workers_per_device(const std::string& device, int cuda_devices, unsigned cores);
 
 // Progress goes to `request.settings.progress` as one line per event.

@@ -88,11 +88,11 @@ TEST(DefaultWorkersPerDevice, CpuEvaluatesOneAtATime) {
   EXPECT_EQ(kbv::eval::default_workers_per_device("cpu", 0, 64), 1);
 }
 
-TEST(DefaultWorkersPerDevice, HalfTheCoresOverTheGpusBetweenTwoAndEight) {
+TEST(DefaultWorkersPerDevice, HalfTheCoresOverTheGpusBetweenTwoAndFour) {
   using kbv::eval::default_workers_per_device;
-  EXPECT_EQ(default_workers_per_device("cuda:0", 1, 16), 8);  // the H200 host
-  EXPECT_EQ(default_workers_per_device("cuda:0", 2, 16), 4);
-  EXPECT_EQ(default_workers_per_device("cuda:3", 8, 128), 8);  // capped
+  EXPECT_EQ(default_workers_per_device("cuda:0", 1, 16), 4);  // the H200 host, capped
+  EXPECT_EQ(default_workers_per_device("cuda:0", 2, 12), 3);
+  EXPECT_EQ(default_workers_per_device("cuda:3", 8, 128), 4);  // capped
   EXPECT_EQ(default_workers_per_device("cuda:0", 1, 2), 2);    // floor
   EXPECT_EQ(default_workers_per_device("cuda:0", 0, 0), 2);    // nothing known
 }
