@@ -48,29 +48,35 @@ class ReferenceRole:
             "environment": hosting.environment(self.device),
         }
 
-    def cmd_prepare(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Draws every case of the protocol's families and writes inputs, state and golden
-        outputs. Returns the case list, replacement notes and the audit figures."""
-        secret = request["secret"]
+    def cmd_prepare_family(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Draws the cases of one family (`family`: name and draws) and writes their inputs,
+        state and golden outputs. The orchestrator calls this once per family, then
+        `prepare_timing_sets`: no single call holds the device for the whole draw (a timing
+        run of another evaluation on the device waits for the calls in flight)."""
+        spec = request["family"]
         redraw_names = set(request["redraw"])
         directory = Path(request["directory"])
         cases, notes = [], []
-        for spec in request["families"]:
-            for draw in range(spec["draws"]):
-                case, note = self._prepare_case(spec["name"], draw, secret, redraw_names, directory)
-                cases.append(case)
-                if note:
-                    notes.append(note)
+        for draw in range(spec["draws"]):
+            case, note = self._prepare_case(
+                spec["name"], draw, request["secret"], redraw_names, directory
+            )
+            cases.append(case)
+            if note:
+                notes.append(note)
+        return {"cases": cases, "notes": notes}
+
+    def cmd_prepare_timing_sets(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Picks the timing inputs among the drawn `cases` (those of `timing_families`) and
+        writes their golden outputs under the initial state."""
+        cases = request["cases"]
+        directory = Path(request["directory"])
+        timing_cases = [c for c in cases if c["family"] in request["timing_families"]]
+        timing_cases = timing_cases[: request.get("timing_sets", 4)] or cases[:1]
         self.timing_sets = [
-            tensorio.load_inputs(Path(c["inputs"]), self.device)
-            for c in cases
-            if c["family"] in request["timing_families"]
-        ][: request.get("timing_sets", 4)]
-        if not self.timing_sets:
-            self.timing_sets = [tensorio.load_inputs(Path(cases[0]["inputs"]), self.device)]
-        timing_inputs = [c["inputs"] for c in cases if c["family"] in request["timing_families"]][
-            : request.get("timing_sets", 4)
-        ] or [cases[0]["inputs"]]
+            tensorio.load_inputs(Path(c["inputs"]), self.device) for c in timing_cases
+        ]
+        timing_inputs = [c["inputs"] for c in timing_cases]
         # Golden outputs of the timing inputs under the state both sides are timed with (the
         # initial one), so the outputs of timed calls can be judged too (T5, T6).
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
@@ -85,12 +91,7 @@ class ReferenceRole:
             timing_golden.append(
                 {"id": f"timing-{i}", "golden": str(path), "outputs": len(outputs["tf32"])}
             )
-        return {
-            "cases": cases,
-            "notes": notes,
-            "timing_inputs": timing_inputs,
-            "timing_golden": timing_golden,
-        }
+        return {"timing_inputs": timing_inputs, "timing_golden": timing_golden}
 
     def cmd_time(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None

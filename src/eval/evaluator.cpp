@@ -390,20 +390,31 @@ class Evaluation {
     return session_->prepared;
   }
 
+  // One call per family, then one for the timing inputs: each call holds the device's gate
+  // (shared) only for its own part, so a timing run of another evaluation waits for one
+  // family's draws, not the whole set (at KernelBench's sizes, 15-19 s in one call on the H200).
   json draw_cases(const json& redraw) {
-    json families = json::array();
+    json prepared = {{"cases", json::array()}, {"notes", json::array()}};
     for (const auto& f : protocol_.families) {
-      families.push_back({{"name", f.name}, {"draws", f.draws}});
+      auto response = ref_call({{"cmd", "prepare_family"},
+                                {"secret", secret_},
+                                {"family", {{"name", f.name}, {"draws", f.draws}}},
+                                {"redraw", redraw},
+                                {"directory", run_dir_.string()}},
+                               reference_timeout());
+      require_reference(response, "drawing the input families");
+      for (auto& c : response.result["cases"]) prepared["cases"].push_back(std::move(c));
+      for (auto& n : response.result["notes"]) prepared["notes"].push_back(std::move(n));
     }
-    auto response = ref_call({{"cmd", "prepare"},
-                              {"secret", secret_},
-                              {"families", families},
-                              {"redraw", redraw},
-                              {"directory", run_dir_.string()},
-                              {"timing_families", protocol_.timing_families}},
-                             reference_timeout());
-    require_reference(response, "drawing the input families");
-    return response.result;
+    auto timing = ref_call({{"cmd", "prepare_timing_sets"},
+                            {"cases", prepared["cases"]},
+                            {"directory", run_dir_.string()},
+                            {"timing_families", protocol_.timing_families}},
+                           reference_timeout());
+    require_reference(timing, "preparing the timing inputs");
+    prepared["timing_inputs"] = timing.result["timing_inputs"];
+    prepared["timing_golden"] = timing.result["timing_golden"];
+    return prepared;
   }
 
   // The reference is trusted code and its calls include starting torch, drawing every family
