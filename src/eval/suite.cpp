@@ -43,8 +43,8 @@ bool builds_on_import(const fs::path& candidate) {
 }
 
 // More evaluations per GPU than this wait on each other's timing runs more than they gain: on
-// the H200 (16 cores), 8 per GPU took 7 times the gate waiting of 4 and ran slower (issue 4's
-// results, session 5).
+// the H200 (16 cores), 8 per GPU waited about 4 times as long for the gate as 4 per GPU and ran
+// slower (docs/results/issue4-suite-bench-h200.md).
 constexpr int kMaxDefaultWorkersPerGpu = 4;
 
 int default_workers_per_device(const std::string& device, int cuda_devices, unsigned cores) {
@@ -351,12 +351,11 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   // Several evaluations per device share it through its gate: only timing is exclusive.
   std::map<std::string, std::unique_ptr<DeviceGate>> gates;
   std::vector<std::string> threads_on;
+  const int cuda_devices = static_cast<int>(std::count_if(
+      devices.begin(), devices.end(), [](const std::string& d) { return d.starts_with("cuda"); }));
   for (const auto& device : devices) {
     auto& gate = gates[device];
     if (!gate) gate = std::make_unique<DeviceGate>();
-    int cuda_devices =
-        static_cast<int>(std::count_if(devices.begin(), devices.end(),
-                                       [](const std::string& d) { return d.starts_with("cuda"); }));
     int per =
         request.workers_per_device > 0
             ? request.workers_per_device

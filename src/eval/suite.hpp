@@ -54,7 +54,8 @@ struct SuiteSummary {
 // evaluations would share the cores they time on. On a GPU, half the cores over the GPUs,
 // between 2 and 4: evaluations overlap their CPU work (process start, torch import, extension
 // load, comparisons), but every timing run stops the others' calls on its GPU until the calls in
-// flight end, so past 4 they mostly wait for each other (measured: suite.cpp).
+// flight end, so past 4 they mostly wait for each other
+// (docs/results/issue4-suite-bench-h200.md).
 int default_workers_per_device(const std::string& device, int cuda_devices, unsigned cores);
 
 // Progress goes to `request.settings.progress` as one line per event.

@@ -54,7 +54,7 @@ std::string niceness_of_worker(int nice) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::ifstream(out) >> value;
-  }  // the destructor stops the worker (and its sleep)
+  }  // the destructor reaps the worker
   fs::remove_all(dir);
   return value;
 }
