@@ -46,18 +46,67 @@ std::string random_secret() {
   return hex;
 }
 
-fs::path make_run_dir(const fs::path& root) {
-  // Run directories share one parent, which each candidate sees replaced by an empty tmpfs
-  // holding only its own run's inputs: other runs' golden outputs are out of its sight.
+// Run directories (the reference's) and candidate folders share one parent, which each
+// candidate sees replaced by an empty tmpfs holding only its own folder: other runs' golden
+// outputs and other candidates' files are out of its sight.
+fs::path make_private_dir(const fs::path& root, const char* prefix,
+                          std::initializer_list<const char*> subs) {
   fs::path base = (root.empty() ? fs::temp_directory_path() : root) / "kbv-runs";
   fs::create_directories(base);
-  std::string pattern = (base / "kbv-run-XXXXXX").string();
-  if (!::mkdtemp(pattern.data())) throw std::runtime_error("cannot create a run directory");
-  fs::path dir(pattern);
-  for (const char* sub : {"inputs", "state", "golden", "candidate"}) {
-    fs::create_directories(dir / sub);
+  std::string pattern = (base / fmt::format("{}-XXXXXX", prefix)).string();
+  if (!::mkdtemp(pattern.data())) {
+    throw std::runtime_error(fmt::format("cannot create a folder under {}", base.string()));
   }
+  fs::path dir(pattern);
+  for (const char* sub : subs) fs::create_directories(dir / sub);
   return dir;
+}
+
+fs::path make_run_dir(const fs::path& root) {
+  return make_private_dir(root, "kbv-run", {"inputs", "state", "golden"});
+}
+
+std::map<std::string, std::string> worker_environment(const EvalRequest& request) {
+  return {{"KBV_SIZE", request.size},
+          {"PYTHONUNBUFFERED", "1"},
+          {"PYTHONDONTWRITEBYTECODE", "1"},
+          // Large blocks come from and go back to the kernel, so the resident set tracks
+          // live memory and CPU peaks are measurable.
+          {"MALLOC_MMAP_THRESHOLD_", "65536"},
+          // Idle OpenMP threads sleep instead of spinning: the worker that is not being timed
+          // must not steal the cores of the one that is.
+          {"OMP_WAIT_POLICY", "PASSIVE"}};
+}
+
+// Makes `to` hold the regular files of `from` (hard links, copies where a link fails), and
+// nothing else.
+void mirror_files(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(to, ec)) fs::remove_all(entry.path(), ec);
+  for (const auto& entry : fs::directory_iterator(from, ec)) {
+    if (!entry.is_regular_file()) continue;
+    auto target = to / entry.path().filename();
+    std::error_code link_error;
+    fs::create_hard_link(entry.path(), target, link_error);
+    if (link_error) fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing);
+  }
+}
+
+// `value` with every string under `from` rewritten to the same path under `to`.
+json rebase_paths(const json& value, const std::string& from, const std::string& to) {
+  if (value.is_string()) {
+    const auto& text = value.get_ref<const std::string&>();
+    if (text.starts_with(from) && (text.size() == from.size() || text[from.size()] == '/')) {
+      return to + text.substr(from.size());
+    }
+    return value;
+  }
+  if (value.is_array() || value.is_object()) {
+    json out = value;
+    for (auto& item : out) item = rebase_paths(item, from, to);
+    return out;
+  }
+  return value;
 }
 
 double seconds_since(Clock::time_point start) {
@@ -67,6 +116,53 @@ double seconds_since(Clock::time_point start) {
 }  // namespace
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+CandidateWorker::~CandidateWorker() {
+  if (process) process->stop();
+  if (!keep_folder && !folder.empty()) {
+    std::error_code ec;
+    fs::remove_all(folder, ec);
+  }
+}
+
+std::shared_ptr<CandidateWorker> start_candidate_worker(const EvalRequest& request) {
+  auto worker = std::make_shared<CandidateWorker>();
+  worker->candidate = fs::absolute(request.candidate);
+  worker->keep_folder = request.keep_work_dir;
+  worker->folder =
+      make_private_dir(request.work_dir, "kbv-cand", {"inputs", "state", "candidate", "scratch"});
+  const fs::path& dir = worker->folder;
+  fs::path cache = extension_cache_dir(request.cache_dir, request.candidate, request.device);
+  fs::create_directories(cache);
+  orchestrate::WorkerOptions options;
+  options.role = "candidate";
+  options.python = orchestrate::locate_python();
+  options.pythonpath = orchestrate::locate_pythonpath();
+  options.working_directory = dir / "scratch";
+  options.log_file = dir / "candidate.log";
+  options.environment = worker_environment(request);
+  options.environment["TORCH_EXTENSIONS_DIR"] = cache.string();
+  for (const char* var : {"TMPDIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR"}) {
+    options.environment[var] = (dir / "scratch").string();
+  }
+  // The candidate sees its inputs, parameters and its own file, never golden outputs, the
+  // reference's log or other runs; it writes only its outputs, scratch and build cache.
+  auto& box = options.sandbox;
+  box.enabled = request.sandbox;
+  box.private_root = dir.parent_path();
+  box.exposed = {dir / "inputs", dir / "state", worker->candidate};
+  box.writable = {dir / "candidate", dir / "scratch", cache};
+  box.max_cpu_seconds = 3600 + static_cast<unsigned long long>(request.compile_timeout.count());
+  box.max_new_processes = 512;
+  box.quota_dir = dir / "scratch";
+  box.quota_bytes = request.max_scratch_bytes;
+  if (!request.device.starts_with("cuda")) {
+    // Host memory cap on the CPU path (CUDA maps large private regions of its own).
+    box.max_data_bytes = request.max_host_memory_bytes;
+  }
+  worker->process = std::make_unique<WorkerProcess>(options);
+  return worker;
+}
 
 class Evaluation {
  public:
@@ -113,13 +209,14 @@ class Evaluation {
     }
     reused_ = acquire_reference();
     // Both workers start (and import torch) side by side.
-    start_candidate();
+    take_candidate_worker();
     if (!reused_) load_problem();
     json problem = describe_problem();
-    cand_->send({{"cmd", "load_candidate"},
-                 {"candidate", fs::absolute(request_.candidate).string()},
-                 {"device", request_.device},
-                 {"init_inputs_path", init_inputs_path().string()}});
+    mirror_reference_files();
+    cand_->send(in_candidate_view({{"cmd", "load_candidate"},
+                                   {"candidate", fs::absolute(request_.candidate).string()},
+                                   {"device", request_.device},
+                                   {"init_inputs_path", init_inputs_path().string()}}));
     // The reference draws every case while the candidate builds (once per problem and key).
     auto t = Clock::now();
     progress("drawing input families and golden outputs");
@@ -206,17 +303,6 @@ class Evaluation {
   }
 
   // -- workers ---------------------------------------------------------------------------------
-  std::map<std::string, std::string> worker_environment() const {
-    return {{"KBV_SIZE", request_.size},
-            {"PYTHONUNBUFFERED", "1"},
-            {"PYTHONDONTWRITEBYTECODE", "1"},
-            // Large blocks come from and go back to the kernel, so the resident set tracks
-            // live memory and CPU peaks are measurable.
-            {"MALLOC_MMAP_THRESHOLD_", "65536"},
-            // Idle OpenMP threads sleep instead of spinning: the worker that is not being timed
-            // must not steal the cores of the one that is.
-            {"OMP_WAIT_POLICY", "PASSIVE"}};
-  }
 
   // The reference side: the slot's session when its key still holds (same problem content and
   // path, device, protocol, draws, size, kbv), else a new one: a new run directory, secret and
@@ -255,12 +341,6 @@ class Evaluation {
     run_dir_ = session_->run_dir;
     secret_ = session_->secret;
     ++session_->candidates;
-    // The candidate's own space starts empty: nothing of an earlier candidate is left to read.
-    for (const char* sub : {"candidate", "scratch"}) {
-      std::error_code ec;
-      fs::remove_all(run_dir_ / sub, ec);
-      fs::create_directories(run_dir_ / sub);
-    }
     if (session_->worker) return true;
     start_reference();
     return false;
@@ -277,7 +357,7 @@ class Evaluation {
   Response cand_call(const json& request, std::chrono::milliseconds timeout) {
     auto hold = enter_gate(false);
     auto t = Clock::now();
-    auto response = cand_->call(request, timeout);
+    auto response = cand_->call(in_candidate_view(request), timeout);
     candidate_s_ += seconds_since(t);
     return response;
   }
@@ -299,7 +379,7 @@ class Evaluation {
     options.pythonpath = orchestrate::locate_pythonpath();
     options.working_directory = run_dir_;
     options.log_file = run_dir_ / "reference.log";
-    options.environment = worker_environment();
+    options.environment = worker_environment(request_);
     options.sandbox.enabled = request_.sandbox;
     // The problem is user code too, but trusted to write its run's golden outputs: no network,
     // no read-only file system.
@@ -311,38 +391,33 @@ class Evaluation {
   // bound into its sandbox shows files created later (a bound file would not exist yet).
   fs::path init_inputs_path() const { return run_dir_ / "inputs" / "init_inputs.safetensors"; }
 
-  void start_candidate() {
-    fs::path cache = extension_cache_dir(request_.cache_dir, request_.candidate, request_.device);
-    fs::create_directories(cache);
-    fs::create_directories(run_dir_ / "scratch");
-    orchestrate::WorkerOptions options;
-    options.role = "candidate";
-    options.python = orchestrate::locate_python();
-    options.pythonpath = orchestrate::locate_pythonpath();
-    options.working_directory = run_dir_ / "scratch";
-    options.log_file = run_dir_ / "candidate.log";
-    options.environment = worker_environment();
-    options.environment["TORCH_EXTENSIONS_DIR"] = cache.string();
-    for (const char* var : {"TMPDIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR"}) {
-      options.environment[var] = (run_dir_ / "scratch").string();
+  // The worker started ahead for this candidate when there is one still waiting (it has said
+  // nothing since its start), else a new one.
+  void take_candidate_worker() {
+    auto& ahead = request_.prestarted;
+    if (ahead && ahead->process && ahead->candidate == fs::absolute(request_.candidate) &&
+        !ahead->process->ready(std::chrono::milliseconds(0))) {
+      cand_worker_ = ahead;
+      result_.candidate["worker_started_ahead"] = true;
+    } else {
+      cand_worker_ = start_candidate_worker(request_);
     }
-    // The candidate sees its inputs, parameters and its own file, never golden outputs, the
-    // reference's log or other runs; it writes only its outputs, scratch and build cache.
-    auto& box = options.sandbox;
-    box.enabled = request_.sandbox;
-    box.private_root = run_dir_.parent_path();
-    box.exposed = {run_dir_ / "inputs", run_dir_ / "state", fs::absolute(request_.candidate)};
-    box.writable = {run_dir_ / "candidate", run_dir_ / "scratch", cache};
-    box.max_cpu_seconds = 3600 + static_cast<unsigned long long>(request_.compile_timeout.count());
-    box.max_new_processes = 512;
-    box.quota_dir = run_dir_ / "scratch";
-    box.quota_bytes = request_.max_scratch_bytes;
-    if (!request_.device.starts_with("cuda")) {
-      // Host memory cap on the CPU path (CUDA maps large private regions of its own).
-      box.max_data_bytes = request_.max_host_memory_bytes;
-    }
-    cand_ = std::make_unique<WorkerProcess>(options);
+    cand_dir_ = cand_worker_->folder;
+    cand_ = cand_worker_->process.get();
     result_.isolation = cand_->isolation();
+  }
+
+  // The candidate reads the reference's inputs and states through its own folder: mirrored
+  // when the reference has written new ones (a first or new preparation) since the last time.
+  void mirror_reference_files() {
+    for (const char* sub : {"inputs", "state"}) mirror_files(run_dir_ / sub, cand_dir_ / sub);
+    mirrored_preparations_ = session_->preparations;
+  }
+
+  // A candidate request's paths into the run folder, as the candidate sees them.
+  json in_candidate_view(const json& request) {
+    if (mirrored_preparations_ != session_->preparations) mirror_reference_files();
+    return rebase_paths(request, run_dir_.string(), cand_dir_.string());
   }
 
   void load_problem() {
@@ -601,7 +676,7 @@ class Evaluation {
     for (const auto& c : cases) {
       ++index;
       progress(fmt::format("checking {} ({}/{})", c["id"].get<std::string>(), index, cases.size()));
-      auto output = run_dir_ / "candidate" / (c["id"].get<std::string>() + ".safetensors");
+      auto output = cand_dir_ / "candidate" / (c["id"].get<std::string>() + ".safetensors");
       auto response = cand_call({{"cmd", "run_case"},
                                  {"inputs", c["inputs"]},
                                  {"state", c["state"]},
@@ -749,7 +824,7 @@ class Evaluation {
     const json& b = cases.size() > 1 ? cases[1] : cases[0];
     auto run = [&](const json& c, const std::string& tag, json extra) -> std::optional<fs::path> {
       auto output =
-          run_dir_ / "candidate" / (c["id"].get<std::string>() + "-" + tag + ".safetensors");
+          cand_dir_ / "candidate" / (c["id"].get<std::string>() + "-" + tag + ".safetensors");
       json request = {{"cmd", "run_case"},
                       {"inputs", c["inputs"]},
                       {"state", c["state"]},
@@ -773,7 +848,7 @@ class Evaluation {
     auto repeat = run(a, "repeat", {{"keep", "recheck"}});
     if (!repeat) return false;
     auto [repeat_ok, repeat_why] = matches_golden(a, *repeat);
-    auto first = run_dir_ / "candidate" / (a["id"].get<std::string>() + ".safetensors");
+    auto first = cand_dir_ / "candidate" / (a["id"].get<std::string>() + ".safetensors");
     bool bitwise = fs::exists(first) && same_bytes(first, *repeat);
     rechecks["determinism"] = {
         {"case", a["id"]}, {"passed", repeat_ok}, {"bitwise_equal", bitwise}};
@@ -1000,7 +1075,7 @@ class Evaluation {
     for (const auto& golden : prepared["timing_golden"]) {
       timing_cases.push_back(&golden);
       timed_outputs.push_back(
-          (run_dir_ / "candidate" / fmt::format("timed-{}.safetensors", timing_cases.size() - 1))
+          (cand_dir_ / "candidate" / fmt::format("timed-{}.safetensors", timing_cases.size() - 1))
               .string());
     }
     // The loop itself (profiles, stopping rule, ABBA order, secondary figures) is
@@ -1088,7 +1163,8 @@ class Evaluation {
   // candidate unless this evaluation failed on the reference's side or the run directory was
   // tampered with (then nothing of it is trusted again).
   void cleanup(bool failed) {
-    if (cand_) cand_->stop();
+    cand_worker_.reset();  // stops the worker, removes its folder
+    cand_ = nullptr;
     own_session_.reset();
     auto* slot = request_.reference;
     if (slot && slot->session && (failed || result_.has_flag("run_dir_tampered"))) {
@@ -1109,7 +1185,10 @@ class Evaluation {
   bool reused_ = false;
   double gate_wait_s_ = 0;  // waiting for the device gate (other evaluations on the device)
   double compile_s_ = 0, reference_s_ = 0, candidate_s_ = 0;
-  std::unique_ptr<WorkerProcess> cand_;
+  std::shared_ptr<CandidateWorker> cand_worker_;
+  WorkerProcess* cand_ = nullptr;  // cand_worker_'s process
+  fs::path cand_dir_;              // cand_worker_'s folder
+  int mirrored_preparations_ = -1;
   int precision_lowerings_ = 0;
   std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> run_dir_listing_;
 };

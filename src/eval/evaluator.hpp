@@ -6,15 +6,21 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "core/result.hpp"
 
+namespace kbv::orchestrate {
+class WorkerProcess;
+}
+
 namespace kbv::eval {
 
 struct ReferenceSlot;
 class DeviceGate;
+struct CandidateWorker;
 
 // A fault of the user's input that is not the candidate's (a malformed problem, no GPU for
 // --device cuda): kbv exits non-zero with this message instead of a verdict.
@@ -52,7 +58,33 @@ struct EvalRequest {
   // When set (kbv run with several evaluations per device), every exchange with a worker holds
   // this device's gate shared and the timing run holds it exclusively (eval/device_gate.hpp).
   DeviceGate* gate = nullptr;
+  // A worker started ahead for this very candidate (start_candidate_worker): kbv run starts
+  // each device thread's next candidate's worker while the current one is evaluated. Used when
+  // it is still alive and was started for the same file; otherwise one is started here.
+  std::shared_ptr<CandidateWorker> prestarted;
 };
+
+// A candidate's sandboxed worker and its own folder. The folder sits beside the run folders of
+// the reference and holds inputs/ and state/ (links to the reference's files, made by the
+// evaluation as they are written), candidate/ (its outputs), scratch/ and its log; the sandbox
+// binds only those, so the worker can start before the reference it will be judged against is
+// known. Stopping the worker and removing the folder (unless the work is kept) is the
+// destructor's.
+struct CandidateWorker {
+  std::filesystem::path candidate;  // absolute path of the candidate file it was started for
+  std::filesystem::path folder;
+  std::unique_ptr<orchestrate::WorkerProcess> process;
+  bool keep_folder = false;
+
+  CandidateWorker() = default;
+  CandidateWorker(const CandidateWorker&) = delete;
+  CandidateWorker& operator=(const CandidateWorker&) = delete;
+  ~CandidateWorker();
+};
+
+// Starts `request.candidate`'s worker: the process starts and imports torch and kbv's worker
+// code, then waits for its first request. Nothing of the candidate runs before load_candidate.
+std::shared_ptr<CandidateWorker> start_candidate_worker(const EvalRequest& request);
 
 Result evaluate(const EvalRequest& request);
 

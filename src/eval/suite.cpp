@@ -231,6 +231,8 @@ class TaskPicker {
   void leave(const fs::path& problem) {
     if (!problem.empty() && active_[problem] > 0) --active_[problem];
   }
+  // A task taken ahead that its thread will not evaluate goes back to the others.
+  void put_back(size_t i) { taken_[i] = false; }
 
  private:
   size_t take(size_t i, const fs::path& current) {
@@ -370,35 +372,64 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   auto worker = [&](const std::string& device) {
     ReferenceSlot reference;  // this thread's kept reference work, one problem at a time
     int sessions_counted = 0;
-    fs::path current;  // the problem of the last task
+    fs::path current;  // the problem of the last task taken
     DeviceGate* gate = gates.at(device).get();
     bool shared_device = std::count(threads_on.begin(), threads_on.end(), device) > 1;
-    while (true) {
-      size_t i;
-      {
-        std::lock_guard guard(lock);
-        if (unhealthy.count(device)) {
-          picker.leave(current);
-          return;
-        }
-        auto picked = picker.pick(current, broken_problems,
-                                  [&](size_t k) { return builds.is_built(caches[k]); });
-        if (!picked) {
-          picker.leave(current);
-          return;
-        }
-        i = *picked;
-        current = todo[i]->problem.path;
-      }
-      const auto& task = *todo[i];
-      double built_in = builds.wait(caches[i]);
+    auto request_for = [&](size_t k) {
       EvalRequest eval = request.settings;
-      eval.problem = task.problem.path;
-      eval.candidate = task.candidate.path;
+      eval.problem = todo[k]->problem.path;
+      eval.candidate = todo[k]->candidate.path;
       eval.device = device;
       eval.progress = nullptr;  // one line per candidate, not per stage
       eval.reference = &reference;
       eval.gate = shared_device ? gate : nullptr;
+      return eval;
+    };
+    // The thread's next task, taken when the current one starts, and its candidate's worker,
+    // started then: the process start and torch import (3.6 s per evaluation on the H200,
+    // docs/results/issue4-suite-bench-h200.md) overlap the current evaluation.
+    std::optional<size_t> next;
+    std::shared_ptr<CandidateWorker> next_worker;
+    auto stop = [&] {
+      if (next) picker.put_back(*next);
+      picker.leave(current);
+    };
+    while (true) {
+      size_t i;
+      std::shared_ptr<CandidateWorker> ahead;
+      {
+        std::lock_guard guard(lock);
+        if (unhealthy.count(device)) {
+          stop();
+          return;
+        }
+        auto picked = next ? next : picker.pick(current, broken_problems, [&](size_t k) {
+          return builds.is_built(caches[k]);
+        });
+        next.reset();
+        ahead = std::move(next_worker);
+        if (!picked) {
+          stop();
+          return;
+        }
+        i = *picked;
+        if (broken_problems.count(todo[i]->problem.path)) continue;
+        current = todo[i]->problem.path;
+        next = picker.pick(current, broken_problems,
+                           [&](size_t k) { return builds.is_built(caches[k]); });
+        if (next) current = todo[*next]->problem.path;
+      }
+      if (next) {
+        try {
+          next_worker = start_candidate_worker(request_for(*next));
+        } catch (const std::exception&) {
+          next_worker.reset();  // started again, and its failure reported, in its evaluation
+        }
+      }
+      const auto& task = *todo[i];
+      double built_in = builds.wait(caches[i]);
+      EvalRequest eval = request_for(i);
+      eval.prestarted = std::move(ahead);
       Result result;
       try {
         result = evaluate(eval);
@@ -410,6 +441,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
           auto alone = gate->exclusive();
           EvalRequest solo = eval;
           solo.gate = nullptr;
+          solo.prestarted = nullptr;
           std::string first =
               fmt::format("{}: {}", to_string(result.verdict), first_line(result.reason));
           result = evaluate(solo);
@@ -470,7 +502,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
                           "sent to it in this run",
                           device));
         }
-        picker.leave(current);
+        stop();
         return;
       }
     }

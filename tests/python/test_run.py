@@ -61,6 +61,12 @@ def test_run_streams_resumes_and_exports(tmp_path, cache_dir):
         ("modelB", "3_ReLU", 1, 3, 2, "timeout"),
         ("plain", "3_ReLU", 1, 3, 0, "correct"),
     ]
+    # One evaluation at a time: each task after the first found its worker started ahead,
+    # during the evaluation before it.
+    with sqlite3.connect(db) as con:
+        results = [json.loads(r) for (r,) in con.execute("SELECT result_json FROM results")]
+    ahead = [r["candidate"].get("worker_started_ahead", False) for r in results]
+    assert sorted(ahead) == [False, True, True, True]
     again = kbv_run(candidates, db, cache_dir=cache_dir)
     assert "0 evaluated now, 4 already stored" in again.stdout
 
