@@ -14,6 +14,7 @@ STAGES = (
     "candidate_load",
     "correctness",
     "rechecks",
+    "trace",
     "measurement",
     "timing",
     "memory",
@@ -35,6 +36,17 @@ def main() -> None:
             f"| {stage} | {statistics.median(values):.2f} | {statistics.mean(values):.2f} "
             f"| {max(values):.2f} | {sum(values):.1f} |"
         )
+    # Waiting for another evaluation's timing run, by the stage the wait fell in.
+    waits: dict[str, float] = {}
+    for r in results:
+        for stage, seconds in r["durations_s"].get("gate_wait_by_stage", {}).items():
+            waits[stage] = waits.get(stage, 0.0) + seconds
+    if waits:
+        print("\n| gate wait in stage | total s |\n|---|---|")
+        for stage, seconds in sorted(waits.items(), key=lambda kv: -kv[1]):
+            print(f"| {stage} | {seconds:.1f} |")
+    ahead = sum(1 for r in results if r.get("candidate", {}).get("worker_started_ahead"))
+    print(f"\nworkers started ahead: {ahead} of {len(results)}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ B1/B2 and S1/S2 on the GPU). Like `guards`, they only gather evidence; the orche
 it (src/eval/kernel_trace.cpp).
 
 - `kernel_trace`: the GPU activities (kernels, copies, fills) of one forward with their streams
-  and device timestamps, recorded by torch.profiler (CUPTI underneath), between two marker
+  and device timestamps, recorded by kbv_native's CUPTI tracer (torch.profiler where that is
+  unavailable: its first use costs 4-6 s per process on the H200), between two marker
   kernels launched on the current stream before and after the call. The second marker ends
   where CUDA events on the current stream would end the timed region: work on another stream
   that ends later escaped the timer (T1). The names tell the candidate's own `__global__`
@@ -40,6 +41,9 @@ def kernel_trace(
     start_us, end_us, kind}]}; {"available": False, "why": ...} where it cannot be recorded."""
     if device.type != "cuda":
         return {"available": False, "why": "not a CUDA device"}
+    native = _native_kernel_trace(call, device, extensions)
+    if native is not None:
+        return native
     try:
         from torch.profiler import ProfilerActivity, profile
 
@@ -77,8 +81,44 @@ def kernel_trace(
             }
         )
     record = summarize(activities)
+    record["recorded_by"] = "torch.profiler"
     if calls is not None:
         record["extension_calls"] = calls  # completed extension calls in this very forward
+    return record
+
+
+def _native_kernel_trace(
+    call: Callable[[], Any], device: torch.device, extensions: Any
+) -> dict[str, Any] | None:
+    """kernel_trace through kbv_native's CUPTI tracer; None where that tracer is unavailable
+    (no CUPTI in the build, CUPTI refused), so the caller falls back to torch.profiler."""
+    if not kbv_native.has_cuda:
+        return None
+    from . import measure  # measure imports this module
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    try:
+        measure._warm_tracer(device)
+        torch.cuda.synchronize(device)
+        before = extensions.total() if extensions is not None else 0
+        with torch.no_grad(), kbv_native.MemoryTrace(index, True) as trace:
+            torch.cuda._sleep(MARKER_CYCLES)
+            output = call()
+            torch.cuda._sleep(MARKER_CYCLES)
+            torch.cuda.synchronize(device)
+        del output
+        calls = extensions.total() - before if extensions is not None else None
+    except Exception as error:  # noqa: BLE001 - a forward that fails here: no evidence
+        return {"available": False, "why": f"{type(error).__name__}: {str(error)[:200]}"}
+    if not trace.available:
+        return None
+    summary = trace.summary()
+    record = summarize(list(summary["activities"]))
+    record["recorded_by"] = "cupti"
+    if summary["dropped"] or summary["record_errors"]:
+        record["notes"] = list(summary["notes"])
+    if calls is not None:
+        record["extension_calls"] = calls
     return record
 
 

@@ -189,6 +189,8 @@ class Evaluation {
         {"candidate", candidate_s_},
         {"gate_wait", gate_wait_s_},
         {"idle", std::max(0.0, total - compile_s_ - reference_s_ - candidate_s_ - gate_wait_s_)}};
+    if (!gate_wait_by_stage_.empty())
+      result_.durations_s["gate_wait_by_stage"] = gate_wait_by_stage_;
     decide_verdict(result_, failure_);
     cleanup(false);
     return result_;
@@ -219,6 +221,7 @@ class Evaluation {
                                    {"init_inputs_path", init_inputs_path().string()}}));
     // The reference draws every case while the candidate builds (once per problem and key).
     auto t = Clock::now();
+    stage_ = "reference";
     progress("drawing input families and golden outputs");
     json all_float_state = json::array();
     for (const auto& [name, info] : problem["state_spec"].items()) all_float_state.push_back(name);
@@ -226,6 +229,7 @@ class Evaluation {
     result_.durations_s["reference"] = seconds_since(t);
 
     t = Clock::now();
+    stage_ = "candidate_load";
     progress("building and loading the candidate");
     Response loaded = cand_->receive(request_.compile_timeout);
     result_.durations_s["candidate_load"] = seconds_since(t);
@@ -259,6 +263,7 @@ class Evaluation {
     snapshot_run_dir();
 
     t = Clock::now();
+    stage_ = "correctness";
     if (!check_cases(prepared["cases"])) {
       result_.durations_s["correctness"] = seconds_since(t);
       return;
@@ -271,6 +276,7 @@ class Evaluation {
     // nondeterminism, library calls, ghost kernels) matters only for one that would be correct.
     if (all_correct && !result_.has_reject_flag()) {
       t = Clock::now();
+      stage_ = "rechecks";
       if (!post_checks(prepared["cases"])) {
         result_.durations_s["rechecks"] = seconds_since(t);
         return;
@@ -281,22 +287,26 @@ class Evaluation {
     // PyTorch is rejected without being timed (9 of 35 timed results in the H200 suite run).
     if (trace_case_ && !failure_) {
       t = Clock::now();
+      stage_ = "trace";
       trace_operators(*trace_case_);
       result_.durations_s["trace"] = seconds_since(t);
     }
     if (all_correct && !result_.has_reject_flag() && !failure_ && request_.measure) {
       t = Clock::now();
+      stage_ = "measurement";
       measure(prepared);
       result_.durations_s["measurement"] = seconds_since(t);
     }
-    // The kernel trace comes last: its torch.profiler (kineto) keeps CUPTI's only subscriber
-    // slot for the rest of the worker's life, and the measurement's kernel audit and memory
-    // tracer need that slot (on the H200 they reported
-    // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED while the trace ran first).
+    // The kernel trace comes last. It records through kbv_native's CUPTI tracer, but falls back
+    // to torch.profiler where that tracer is unavailable, and torch.profiler (kineto) keeps
+    // CUPTI's only subscriber slot for the rest of the worker's life, which the measurement's
+    // kernel audit and memory tracer need (on the H200 they reported
+    // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED while a torch.profiler trace ran first).
     // Also for a candidate the operator trace rejected: the kernel trace may clear its
     // kernel_never_called (a CUDA graph replaying the candidate's own kernels).
     if (operator_trace_ && !failure_) {
       t = Clock::now();
+      stage_ = "trace";
       trace_kernels(*trace_case_);
       result_.durations_s["trace"] = result_.durations_s.value("trace", 0.0) + seconds_since(t);
     }
@@ -368,7 +378,9 @@ class Evaluation {
     if (!request_.gate) return {};
     auto t = Clock::now();
     auto hold = exclusive ? request_.gate->exclusive() : request_.gate->shared();
-    gate_wait_s_ += seconds_since(t);
+    double waited = seconds_since(t);
+    gate_wait_s_ += waited;
+    gate_wait_by_stage_[stage_] += waited;
     return hold;
   }
 
@@ -1184,6 +1196,10 @@ class Evaluation {
   std::unique_ptr<ReferenceSession> own_session_;  // when the request has no slot
   bool reused_ = false;
   double gate_wait_s_ = 0;  // waiting for the device gate (other evaluations on the device)
+  // The same wait by the stage it fell in (durations_s): where other evaluations' timing runs
+  // held this one up.
+  std::map<std::string, double> gate_wait_by_stage_;
+  std::string stage_ = "start";
   double compile_s_ = 0, reference_s_ = 0, candidate_s_ = 0;
   std::shared_ptr<CandidateWorker> cand_worker_;
   WorkerProcess* cand_ = nullptr;  // cand_worker_'s process

@@ -20,6 +20,18 @@
 
 namespace kbv::native {
 
+// One GPU activity of a traced block, recorded when the trace is asked for them: a kernel (its
+// name demangled), a copy or a fill, with CUPTI's stream id and timestamps. What kbv's kernel
+// trace judges (T1, B1, B2: src/eval/kernel_trace.hpp), without torch.profiler, whose first use
+// costs 4-6 s per process on the H200 (docs/results/issue4-suite-bench-h200.md).
+struct ActivityRecord {
+  std::string kind;  // "kernel", "copy", "fill"
+  std::string name;
+  std::uint32_t stream = 0;
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+};
+
 struct MemoryTraceResult {
   PeakResult peak;
   // The same running peak over every source but "torch" (PyTorch's caching allocator): add it to
@@ -93,12 +105,16 @@ struct MemoryTraceResult {
   std::uint64_t start_ns = 0;  // CUPTI timestamps of __enter__ and __exit__
   std::uint64_t end_ns = 0;
   std::vector<std::string> notes;  // what was not available or looked wrong
+  // This device's kernels, copies and fills in the block, by start time (only when the trace was
+  // made with record_activities).
+  std::vector<ActivityRecord> activities;
 };
 
 class MemoryTrace {
  public:
   // Throws std::runtime_error in a build without CUDA.
-  explicit MemoryTrace(int device);
+  // record_activities: also keep every kernel, copy and fill of the block (result().activities).
+  explicit MemoryTrace(int device, bool record_activities = false);
   MemoryTrace(const MemoryTrace&) = delete;
   MemoryTrace& operator=(const MemoryTrace&) = delete;
   ~MemoryTrace();
@@ -130,6 +146,8 @@ class MemoryTrace {
   bool completed_ = false;
   bool pool_enabled_ = false;       // MEMORY_POOL activity enabled by this trace
   bool kernel_enabled_ = false;     // CONCURRENT_KERNEL activity enabled by this trace
+  bool record_activities_ = false;  // keep the activities themselves (result().activities)
+  bool transfers_enabled_ = false;  // MEMCPY and MEMSET activity enabled by this trace
   bool callbacks_enabled_ = false;  // VMM driver callbacks enabled by this trace
   bool source_enabled_ = false;     // allocation-source tracking switched on by this trace
   std::string why_unavailable_ = "the trace has not been entered";

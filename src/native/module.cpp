@@ -198,6 +198,17 @@ nb::dict MemoryTraceSummary(const MemoryTrace& trace) {
   out["kernels"] = r.kernels;
   out["kernel_first_start_ns"] = r.kernel_first_start_ns;
   out["kernel_last_end_ns"] = r.kernel_last_end_ns;
+  nb::list activities;
+  for (const ActivityRecord& a : r.activities) {
+    nb::dict item;
+    item["kind"] = a.kind;
+    item["name"] = a.name;
+    item["stream"] = a.stream;
+    item["start_ns"] = a.start_ns;
+    item["end_ns"] = a.end_ns;
+    activities.append(item);
+  }
+  out["activities"] = activities;
   out["kernel_span_ns"] = r.kernel_last_end_ns > r.kernel_first_start_ns
                               ? r.kernel_last_end_ns - r.kernel_first_start_ns
                               : std::uint64_t{0};
@@ -366,7 +377,7 @@ NB_MODULE(kbv_native, m) {
       "(missing, refused, no GPU) the block still runs and `available` is False with "
       "`why_unavailable`. RuntimeError at construction in a build without CUDA.");
   BindContextManager(memory_trace);
-  memory_trace.def(nb::init<int>(), "device"_a)
+  memory_trace.def(nb::init<int, bool>(), "device"_a, "activities"_a = false)
       .def_prop_ro("available", &MemoryTrace::available)
       .def_prop_ro("why_unavailable", &MemoryTrace::why_unavailable)
       .def_prop_ro("completed", &MemoryTrace::completed)
