@@ -253,6 +253,17 @@ def test_without_a_gpu_the_trace_is_unavailable_and_the_block_still_runs():
     summary = trace.summary()
     assert summary["available"] is False
     assert summary["why_unavailable"] == trace.why_unavailable
+    assert summary["activities"] == []
+
+
+@pytest.mark.skipif(
+    not kn.has_cuda or torch.cuda.is_available(), reason="needs a CUDA build, no GPU"
+)
+def test_an_activity_trace_without_a_gpu_is_unavailable_and_empty():
+    with kn.MemoryTrace(0, activities=True) as trace:
+        pass
+    assert trace.available is False
+    assert trace.summary()["activities"] == []
 
 
 @pytest.mark.skipif(not kn.has_cuda, reason="needs a CUDA build")
@@ -564,3 +575,32 @@ def test_local_memory_growth_of_a_big_stack_kernel(gpu):
     assert summary["local_memory_above_default_bytes"] >= (16384 - 1024) * capacity, summary
     assert trace.local_memory_bytes >= (16384 - 1024) * capacity, summary
     cuda.cuModuleUnload(module)
+
+
+@needs_gpu
+def test_activities_name_kernels_and_copies_with_their_streams(gpu):
+    """What the kernel trace judges (python/kbv/gpu_guards.py): kernels by demangled name, a
+    copy, and the stream of each; a trace without `activities` keeps none."""
+    x = torch.randn(1 << 16, device="cuda")
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with kn.MemoryTrace(0, activities=True) as trace:
+        torch.cuda._sleep(1000)
+        with torch.cuda.stream(side):
+            y = x * 2
+        host = torch.empty(16, pin_memory=True)
+        host.copy_(x[:16], non_blocking=False)
+        torch.cuda.synchronize()
+    activities = trace.summary()["activities"]
+    kinds = [a["kind"] for a in activities]
+    assert "kernel" in kinds and "copy" in kinds, activities
+    names = [a["name"] for a in activities if a["kind"] == "kernel"]
+    assert any("spin_kernel" in n for n in names), names
+    streams = {a["stream"] for a in activities if a["kind"] == "kernel"}
+    assert len(streams) == 2, activities
+    assert all(a["end_ns"] >= a["start_ns"] > 0 for a in activities)
+    del y
+    with kn.MemoryTrace(0) as plain:
+        torch.cuda._sleep(1000)
+        torch.cuda.synchronize()
+    assert plain.summary()["activities"] == [] and plain.summary()["kernels"] >= 1
