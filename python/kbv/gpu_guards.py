@@ -47,15 +47,8 @@ def kernel_trace(
     try:
         from torch.profiler import ProfilerActivity, profile
 
-        torch.cuda.synchronize(device)
-        before = extensions.total() if extensions is not None else 0
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-            torch.cuda._sleep(MARKER_CYCLES)
-            output = call()
-            torch.cuda._sleep(MARKER_CYCLES)
-            torch.cuda.synchronize(device)
-        del output
-        calls = extensions.total() - before if extensions is not None else None
+        prof = profile(activities=[ProfilerActivity.CUDA])
+        calls = _between_markers(call, device, extensions, prof)
         events = prof.profiler.kineto_results.events()
     except Exception as error:  # noqa: BLE001 - no profiler, CUPTI busy: no evidence
         return {"available": False, "why": f"{type(error).__name__}: {str(error)[:200]}"}
@@ -87,6 +80,22 @@ def kernel_trace(
     return record
 
 
+def _between_markers(
+    call: Callable[[], Any], device: torch.device, extensions: Any, recorder: Any
+) -> int | None:
+    """One call of `call` inside `recorder` (a context manager), bracketed by marker kernels on
+    the current stream; the extension calls it completed (None without `extensions`)."""
+    torch.cuda.synchronize(device)
+    before = extensions.total() if extensions is not None else 0
+    with torch.no_grad(), recorder:
+        torch.cuda._sleep(MARKER_CYCLES)
+        output = call()
+        torch.cuda._sleep(MARKER_CYCLES)
+        torch.cuda.synchronize(device)
+    del output
+    return extensions.total() - before if extensions is not None else None
+
+
 def _native_kernel_trace(
     call: Callable[[], Any], device: torch.device, extensions: Any
 ) -> dict[str, Any] | None:
@@ -99,15 +108,8 @@ def _native_kernel_trace(
     index = device.index if device.index is not None else torch.cuda.current_device()
     try:
         measure._warm_tracer(device)
-        torch.cuda.synchronize(device)
-        before = extensions.total() if extensions is not None else 0
-        with torch.no_grad(), kbv_native.MemoryTrace(index, True) as trace:
-            torch.cuda._sleep(MARKER_CYCLES)
-            output = call()
-            torch.cuda._sleep(MARKER_CYCLES)
-            torch.cuda.synchronize(device)
-        del output
-        calls = extensions.total() - before if extensions is not None else None
+        trace = kbv_native.MemoryTrace(index, True)
+        calls = _between_markers(call, device, extensions, trace)
     except Exception as error:  # noqa: BLE001 - a forward that fails here: no evidence
         return {"available": False, "why": f"{type(error).__name__}: {str(error)[:200]}"}
     if not trace.available:
