@@ -115,10 +115,18 @@ def _native_kernel_trace(
     if not trace.available:
         return None
     summary = trace.summary()
-    record = summarize(list(summary["activities"]))
-    record["recorded_by"] = "cupti"
+    if summary["kernels"] == 0:
+        return None  # not even the markers: kernel records are off in this CUPTI
     if summary["dropped"] or summary["record_errors"]:
-        record["notes"] = list(summary["notes"])
+        # A kernel missing from an incomplete record could read as one never launched.
+        return {
+            "available": False,
+            "why": "CUPTI dropped or could not read activity records: "
+            + "; ".join(summary["notes"])[:300],
+        }
+    activities = [{**a, "name": a["name"][:300]} for a in summary["activities"]]
+    record = summarize(activities)
+    record["recorded_by"] = "cupti"
     if calls is not None:
         record["extension_calls"] = calls
     return record

@@ -51,7 +51,10 @@ std::string random_secret() {
 // outputs and other candidates' files are out of its sight.
 fs::path make_private_dir(const fs::path& root, const char* prefix,
                           std::initializer_list<const char*> subs) {
-  fs::path base = (root.empty() ? fs::temp_directory_path() : root) / "kbv-runs";
+  // Absolute and normal: the reference's answers carry normalised paths, which the candidate's
+  // requests are rewritten from (rebase_paths).
+  fs::path base = fs::absolute((root.empty() ? fs::temp_directory_path() : root) / "kbv-runs")
+                      .lexically_normal();
   fs::create_directories(base);
   std::string pattern = (base / fmt::format("{}-XXXXXX", prefix)).string();
   if (!::mkdtemp(pattern.data())) {
@@ -88,7 +91,15 @@ void mirror_files(const fs::path& from, const fs::path& to) {
     auto target = to / entry.path().filename();
     std::error_code link_error;
     fs::create_hard_link(entry.path(), target, link_error);
-    if (link_error) fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing);
+    if (!link_error) continue;
+    std::error_code copy_error;
+    fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, copy_error);
+    if (copy_error) {
+      // The machine's fault (disk full, permissions), not the candidate's: nothing is stored,
+      // and a rerun retries.
+      throw UsageError(fmt::format("cannot give the candidate {} ({}; {})", entry.path().string(),
+                                   link_error.message(), copy_error.message()));
+    }
   }
 }
 
@@ -1175,7 +1186,11 @@ class Evaluation {
   // candidate unless this evaluation failed on the reference's side or the run directory was
   // tampered with (then nothing of it is trusted again).
   void cleanup(bool failed) {
-    cand_worker_.reset();  // stops the worker, removes its folder
+    // Stopped now, whoever else holds the worker (kbv run's request until the evaluation
+    // returns): a live CUDA context must not outlast the evaluation into a retry or a health
+    // check. The last holder removes its folder.
+    if (cand_worker_ && cand_worker_->process) cand_worker_->process->stop();
+    cand_worker_.reset();
     cand_ = nullptr;
     own_session_.reset();
     auto* slot = request_.reference;

@@ -19,6 +19,7 @@
 #include "core/hash.hpp"
 #include "eval/device_gate.hpp"
 #include "eval/reference_session.hpp"
+#include "eval/task_picker.hpp"
 #include "orchestrate/worker_process.hpp"
 #include "store/store.hpp"
 
@@ -199,57 +200,6 @@ class BuildBoard {
   bool finished_ = false;
 };
 
-// Which task an evaluation thread takes next. In order of preference: one of the problem whose
-// reference it holds (no new reference work); one of a problem no thread is on, already built;
-// the same, not yet built; then any (a second reference session for a problem, rather than an
-// idle thread).
-class TaskPicker {
- public:
-  explicit TaskPicker(const std::vector<const orchestrate::Task*>& tasks)
-      : tasks_(tasks), taken_(tasks.size(), false) {}
-
-  // Under the caller's lock. `current`: the problem of the thread's last task (empty at first).
-  std::optional<size_t> pick(const fs::path& current, const std::set<fs::path>& broken,
-                             const std::function<bool(size_t)>& built) {
-    std::optional<size_t> unowned, unowned_unbuilt, any;
-    for (size_t i = 0; i < tasks_.size(); ++i) {
-      if (taken_[i] || broken.count(tasks_[i]->problem.path)) continue;
-      const auto& problem = tasks_[i]->problem.path;
-      if (!current.empty() && problem == current) return take(i, current);
-      if (active_[problem] == 0) {
-        if (!unowned && built(i)) unowned = i;
-        if (!unowned_unbuilt) unowned_unbuilt = i;
-      }
-      if (!any) any = i;
-    }
-    if (unowned) return take(*unowned, current);
-    if (unowned_unbuilt) return take(*unowned_unbuilt, current);
-    if (any) return take(*any, current);
-    return std::nullopt;
-  }
-  // The thread leaves its problem (it stops, or takes another).
-  void leave(const fs::path& problem) {
-    if (!problem.empty() && active_[problem] > 0) --active_[problem];
-  }
-  // A task taken ahead that its thread will not evaluate goes back to the others.
-  void put_back(size_t i) { taken_[i] = false; }
-
- private:
-  size_t take(size_t i, const fs::path& current) {
-    taken_[i] = true;
-    const auto& problem = tasks_[i]->problem.path;
-    if (problem != current) {
-      leave(current);
-      ++active_[problem];
-    }
-    return i;
-  }
-
-  const std::vector<const orchestrate::Task*>& tasks_;
-  std::vector<bool> taken_;
-  std::map<fs::path, int> active_;
-};
-
 // After a crash or hang on a GPU: can a fresh process still allocate, compute and synchronise
 // there? A wedged device must not turn every later candidate into a failure.
 bool device_healthy(const std::string& device) {
@@ -394,29 +344,34 @@ SuiteSummary run_suite(const SuiteRequest& request) {
       if (next) picker.put_back(*next);
       picker.leave(current);
     };
+    auto built = [&](size_t k) { return builds.is_built(caches[k]); };
     while (true) {
       size_t i;
-      std::shared_ptr<CandidateWorker> ahead;
+      // Workers are stopped (destroyed) outside the lock: stopping one may take a moment.
+      std::shared_ptr<CandidateWorker> ahead, dropped;
       {
         std::lock_guard guard(lock);
         if (unhealthy.count(device)) {
           stop();
           return;
         }
-        auto picked = next ? next : picker.pick(current, broken_problems, [&](size_t k) {
-          return builds.is_built(caches[k]);
-        });
+        std::optional<size_t> picked;
+        if (next && picker.claim(*next)) {
+          picked = next;
+          ahead = std::move(next_worker);
+        }
+        dropped = std::move(next_worker);  // its task was stolen by an idle thread
         next.reset();
-        ahead = std::move(next_worker);
+        if (!picked) picked = picker.pick(current, broken_problems, built);
+        if (!picked) picked = picker.steal(current);
         if (!picked) {
           stop();
           return;
         }
         i = *picked;
-        if (broken_problems.count(todo[i]->problem.path)) continue;
         current = todo[i]->problem.path;
-        next = picker.pick(current, broken_problems,
-                           [&](size_t k) { return builds.is_built(caches[k]); });
+        if (broken_problems.count(current)) continue;
+        next = picker.pick(current, broken_problems, built, /*reserve=*/true);
         if (next) current = todo[*next]->problem.path;
       }
       if (next) {
@@ -433,6 +388,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
       Result result;
       try {
         result = evaluate(eval);
+        eval.prestarted.reset();  // the evaluation stopped it; this frees its folder now
         // A failure while other evaluations shared the device may be theirs (device memory
         // taken, a hang slowing every context): the candidate is evaluated again with the
         // device to itself, and that verdict stands.

@@ -287,6 +287,8 @@ std::string ResultString(CUptiResult status) {
 // A kernel's name as a person (and the trace's judge, which looks for the candidate's own
 // __global__ names as whole identifiers) reads it; the name itself where it does not demangle.
 std::string Demangle(const std::string& name) {
+  // Only C++ symbols: a bare extern "C" name such as "f" would demangle as a type ("float").
+  if (!name.starts_with("_Z")) return name;
   int status = 0;
   char* text = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
   if (status != 0 || text == nullptr) return name;

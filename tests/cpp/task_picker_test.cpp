@@ -1,0 +1,93 @@
+// Which task an evaluation thread of `kbv run` takes next, and the reservations behind workers
+// started ahead: a reserved task is evaluated exactly once, by its thread or by an idle one.
+#include "eval/task_picker.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kbv::eval::TaskPicker;
+using kbv::orchestrate::Task;
+
+std::vector<Task> tasks_of(const std::vector<std::string>& problems) {
+  std::vector<Task> tasks;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    Task t;
+    t.problem.path = problems[i];
+    t.candidate.path = "c" + std::to_string(i) + ".py";
+    tasks.push_back(t);
+  }
+  return tasks;
+}
+
+std::vector<const Task*> pointers(const std::vector<Task>& tasks) {
+  std::vector<const Task*> out;
+  for (const auto& t : tasks) out.push_back(&t);
+  return out;
+}
+
+const std::set<std::filesystem::path> kNoneBroken;
+bool all_built(size_t) { return true; }
+
+TEST(TaskPicker, PrefersTheProblemItHoldsThenOneNoThreadIsOn) {
+  auto tasks = tasks_of({"a", "a", "b", "c"});
+  auto list = pointers(tasks);
+  TaskPicker picker(list);
+  EXPECT_EQ(picker.pick("", kNoneBroken, all_built), 0u);
+  EXPECT_EQ(picker.pick("a", kNoneBroken, all_built), 1u);  // same problem
+  EXPECT_EQ(picker.pick("", kNoneBroken, all_built), 2u);   // another thread: b, no one on it
+}
+
+TEST(TaskPicker, AReservedTaskIsClaimedOnceAndNotPickedByOthers) {
+  auto tasks = tasks_of({"a", "a"});
+  auto list = pointers(tasks);
+  TaskPicker picker(list);
+  auto first = picker.pick("", kNoneBroken, all_built);
+  auto next = picker.pick("a", kNoneBroken, all_built, /*reserve=*/true);
+  ASSERT_TRUE(first && next);
+  EXPECT_FALSE(picker.pick("", kNoneBroken, all_built));  // nothing open
+  EXPECT_TRUE(picker.claim(*next));
+  EXPECT_FALSE(picker.claim(*next));  // already its thread's
+  EXPECT_FALSE(picker.steal(""));     // nothing reserved any more
+}
+
+TEST(TaskPicker, AnIdleThreadStealsAReservationAndTheOwnerLearnsIt) {
+  auto tasks = tasks_of({"a", "a"});
+  auto list = pointers(tasks);
+  TaskPicker picker(list);
+  picker.pick("", kNoneBroken, all_built);
+  auto next = picker.pick("a", kNoneBroken, all_built, /*reserve=*/true);
+  ASSERT_TRUE(next);
+  EXPECT_FALSE(picker.pick("", kNoneBroken, all_built));
+  EXPECT_EQ(picker.steal(""), next);
+  EXPECT_FALSE(picker.claim(*next));  // the owner must pick again, not evaluate it twice
+  EXPECT_FALSE(picker.steal(""));
+}
+
+TEST(TaskPicker, APutBackReservationIsOpenAgainButATakenTaskIsNot) {
+  auto tasks = tasks_of({"a", "b"});
+  auto list = pointers(tasks);
+  TaskPicker picker(list);
+  auto first = picker.pick("", kNoneBroken, all_built);
+  auto next = picker.pick("a", kNoneBroken, all_built, /*reserve=*/true);
+  ASSERT_TRUE(first && next);
+  picker.put_back(*first);  // taken, not reserved: stays taken
+  picker.put_back(*next);
+  EXPECT_EQ(picker.pick("", kNoneBroken, all_built), next);
+  EXPECT_FALSE(picker.pick("", kNoneBroken, all_built));
+}
+
+TEST(TaskPicker, BrokenProblemsAreSkipped) {
+  auto tasks = tasks_of({"a", "b"});
+  auto list = pointers(tasks);
+  TaskPicker picker(list);
+  std::set<std::filesystem::path> broken{"a"};
+  EXPECT_EQ(picker.pick("", broken, all_built), 1u);
+  EXPECT_FALSE(picker.pick("", broken, all_built));
+}
+
+}  // namespace
