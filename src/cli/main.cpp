@@ -137,6 +137,10 @@ int run_suite(kbv::eval::SuiteRequest& suite) {
     fmt::print("problem {} could not be evaluated (its candidates were skipped): {}\n",
                broken.path.string(), broken.reason);
   }
+  for (const auto& failed : summary.failed_inside_kbv) {
+    fmt::print("{} failed inside kbv (not stored; a rerun retries it): {}\n", failed.path.string(),
+               failed.reason);
+  }
   fmt::print("build {:.1f} s, evaluation {:.1f} s; results in {}\n", summary.build_seconds,
              summary.evaluation_seconds, suite.database.string());
   if (summary.evaluated > 0) {

@@ -765,7 +765,13 @@ class Evaluation {
                                      i, outs[i]["type"].get<std::string>()));
       }
     }
-    auto candidate = tensor::SafetensorsFile::open(output_file);
+    std::string unreadable;
+    auto opened = open_output(output_file, unreadable);
+    if (!opened) {
+      outcome["reason"] = unreadable;
+      return outcome;
+    }
+    const auto& candidate = *opened;
     auto golden = tensor::SafetensorsFile::open(c["golden"].get<std::string>());
     bool all = true;
     std::string reason;
@@ -803,10 +809,28 @@ class Evaluation {
     return std::max(64ULL << 20, 2 * largest);
   }
 
+  // A candidate's output file, read here, outside its sandbox. Its worker wrote a valid file,
+  // but the candidate's own threads may rewrite it or swap it for a link meanwhile: a link is
+  // not followed, and a file that no longer reads is the candidate's doing (a reject), never a
+  // crash of kbv. nullopt, with `why`, when it cannot be read.
+  std::optional<tensor::SafetensorsFile> open_output(const fs::path& file, std::string& why) {
+    try {
+      return tensor::SafetensorsFile::open(file, /*follow_links=*/false);
+    } catch (const std::exception& error) {
+      why = fmt::format("the output file {} no longer reads as kbv's worker wrote it: {}",
+                        file.filename().string(), error.what());
+      result_.add_flag("output_file_tampered", Severity::Reject, why);
+      return std::nullopt;
+    }
+  }
+
   // Every output of a candidate file against a case's golden outputs: passed, and why not.
   std::pair<bool, std::string> matches_golden(const json& c, const fs::path& output_file) {
-    if (!fs::exists(output_file)) return {false, "no output was saved"};
-    auto candidate = tensor::SafetensorsFile::open(output_file);
+    if (!fs::exists(fs::symlink_status(output_file))) return {false, "no output was saved"};
+    std::string unreadable;
+    auto opened = open_output(output_file, unreadable);
+    if (!opened) return {false, unreadable};
+    const auto& candidate = *opened;
     auto golden = tensor::SafetensorsFile::open(c["golden"].get<std::string>());
     int expected = c["outputs"];
     for (int i = 0; i < expected; ++i) {
@@ -820,9 +844,13 @@ class Evaluation {
     return {true, ""};
   }
 
-  static bool same_bytes(const fs::path& a, const fs::path& b) {
-    auto fa = tensor::SafetensorsFile::open(a);
-    auto fb = tensor::SafetensorsFile::open(b);
+  bool same_bytes(const fs::path& a, const fs::path& b) {
+    std::string unreadable;
+    auto opened_a = open_output(a, unreadable);
+    auto opened_b = open_output(b, unreadable);
+    if (!opened_a || !opened_b) return false;
+    const auto& fa = *opened_a;
+    const auto& fb = *opened_b;
     if (fa.tensors().size() != fb.tensors().size()) return false;
     for (size_t i = 0; i < fa.tensors().size(); ++i) {
       const auto& x = fa.tensors()[i];

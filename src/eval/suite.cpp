@@ -415,6 +415,15 @@ SuiteSummary run_suite(const SuiteRequest& request) {
                           error.what()));
         }
         continue;
+      } catch (const std::exception& error) {
+        // A fault inside kbv on this one task (the evaluator turns the candidate's own doings
+        // into verdicts) must not end every other evaluation of the run: it is reported,
+        // nothing is stored, and a rerun retries the task.
+        std::lock_guard guard(lock);
+        summary.failed_inside_kbv.push_back({task.candidate.path, error.what()});
+        log(fmt::format("evaluating {} failed inside kbv: {}; nothing stored, a rerun retries it",
+                        task.candidate.path.string(), error.what()));
+        continue;
       }
       {
         // The build ahead of evaluation is this result's compile time too.

@@ -41,6 +41,9 @@ struct SuiteSummary {
   // Problems the reference could not load or run: their tasks were not evaluated (nothing is
   // stored, so a rerun retries them). Always reported, also in quiet mode.
   std::vector<orchestrate::Unmatched> broken_problems;
+  // Tasks whose evaluation failed inside kbv itself (not a verdict): nothing is stored, so a
+  // rerun retries them. Always reported.
+  std::vector<orchestrate::Unmatched> failed_inside_kbv;
   double build_seconds = 0, evaluation_seconds = 0;
   // Where the time went, summed over this run's results (durations_s.split of each): compile
   // (the build ahead of evaluation plus loading the candidate), reference (calls to the

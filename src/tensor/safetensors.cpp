@@ -235,8 +235,8 @@ void TensorView::decode(int64_t first, std::span<double> out) const {
 
 // ---- SafetensorsFile ------------------------------------------------------------------------
 
-SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path, bool follow_links) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow_links ? 0 : O_NOFOLLOW));
   if (fd < 0) fail(path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

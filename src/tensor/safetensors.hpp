@@ -57,8 +57,9 @@ struct TensorView {
 // it keeps the mapping in place).
 class SafetensorsFile {
  public:
-  // Throws FormatError with a message naming the file and the defect.
-  static SafetensorsFile open(const std::filesystem::path& path);
+  // Throws FormatError with a message naming the file and the defect. follow_links = false:
+  // a symbolic link is refused (O_NOFOLLOW), for files an untrusted process could replace.
+  static SafetensorsFile open(const std::filesystem::path& path, bool follow_links = true);
 
   SafetensorsFile(SafetensorsFile&& other) noexcept;
   SafetensorsFile& operator=(SafetensorsFile&& other) noexcept;

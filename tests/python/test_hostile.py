@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import sqlite3
 import subprocess
 import textwrap
 import threading
@@ -357,3 +358,63 @@ def test_scratch_quota_falls_back_to_the_watchdog_without_namespaces(
     assert quota["why_not_tmpfs"].startswith("no mount namespace"), quota
     assert result["verdict"] == "runtime_error", result["reason"]
     assert f"over the {SMALL_QUOTA}-byte quota" in result["reason"], result["reason"]
+
+
+SPOILS_ITS_OUTPUTS = """
+import glob
+import threading
+import time
+
+
+def _spoil():
+    # The worker saves each output into ../candidate/ after the forward returns; this thread
+    # then overwrites the files' headers and swaps one for a link, while kbv reads them.
+    end = time.time() + 30
+    while time.time() < end:
+        for path in glob.glob(os.path.join(os.getcwd(), "..", "candidate", "*")):
+            try:
+                if path.endswith("repeat.safetensors") and not os.path.islink(path):
+                    os.remove(path)
+                    os.symlink("/etc/passwd", path)
+                else:
+                    with open(path, "r+b") as handle:
+                        handle.write(b"\\xff" * 16)
+            except OSError:
+                pass
+        time.sleep(0.0005)
+
+
+class ModelNew(nn.Module):
+    started = False
+
+    def forward(self, x):
+        if not ModelNew.started:
+            ModelNew.started = True
+            threading.Thread(target=_spoil, daemon=True).start()
+        return torch.relu(x)
+"""
+
+
+@pytest.mark.e2e
+def test_outputs_spoiled_after_saving_cost_only_their_own_result(tmp_path, cache_dir):
+    """A candidate whose thread rewrites its saved output files (and swaps one for a link) while
+    kbv reads them: its result is a verdict with a reason, the run goes on, and the honest
+    candidate after it is evaluated."""
+    from test_run import kbv_run, rows
+
+    folder = tmp_path / "cands" / "spoil"
+    folder.mkdir(parents=True)
+    (folder / "level_1_problem_3_sample_0_kernel.py").write_text(HEADER + SPOILS_ITS_OUTPUTS)
+    (folder / "level_1_problem_3_sample_1_kernel.py").write_text(HEADER + HONEST_FORWARD)
+    db = tmp_path / "spoil.sqlite"
+    done = kbv_run(tmp_path / "cands", db, cache_dir=cache_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdicts = [r[5] for r in rows(db)]
+    assert verdicts[1] == "correct", verdicts
+    assert verdicts[0] in ("rejected", "incorrect"), verdicts
+    with sqlite3.connect(db) as con:
+        (text,) = con.execute("SELECT result_json FROM results WHERE sample = 0").fetchone()
+    result = json.loads(text)
+    assert result["reason"]
+    if verdicts[0] == "rejected":
+        assert "output_file_tampered" in {f["id"] for f in result["flags"]}, result["flags"]
