@@ -136,6 +136,56 @@ CandidateWorker::~CandidateWorker() {
   }
 }
 
+// What a reference session for this request must match, apart from the software and the secret
+// (those belong to the session itself).
+ReferenceKey requested_key(const EvalRequest& request) {
+  const Protocol protocol = protocol_by_name(request.protocol, request.hidden_draws);
+  ReferenceKey key;
+  key.problem_sha256 = sha256_file(request.problem);
+  key.device = request.device;
+  key.protocol = protocol.name;
+  key.protocol_version = protocol.version;
+  key.draws = request.hidden_draws;
+  key.size = request.size;
+  key.kbv_version = std::string(kVersion);
+  return key;
+}
+
+// A new session: its own run directory and secret seed; no worker yet.
+std::unique_ptr<ReferenceSession> new_reference_session(const EvalRequest& request,
+                                                        const ReferenceKey& key) {
+  auto fresh = std::make_unique<ReferenceSession>();
+  fresh->key = key;
+  fresh->problem = fs::absolute(request.problem);
+  fresh->keep_run_dir = request.keep_work_dir;
+  fresh->run_dir = make_run_dir(request.work_dir);
+  fresh->secret = random_secret();
+  fresh->key.secret_sha256 = sha256_hex(fresh->secret);
+  return fresh;
+}
+
+std::unique_ptr<WorkerProcess> start_reference_worker(const EvalRequest& request,
+                                                      const fs::path& run_dir) {
+  orchestrate::WorkerOptions options;
+  options.role = "reference";
+  options.python = orchestrate::locate_python();
+  options.pythonpath = orchestrate::locate_pythonpath();
+  options.working_directory = run_dir;
+  options.log_file = run_dir / "reference.log";
+  options.environment = worker_environment(request);
+  options.sandbox.enabled = request.sandbox;
+  // The problem is user code too, but trusted to write its run's golden outputs: no network,
+  // no read-only file system.
+  options.sandbox.read_only_root = false;
+  return std::make_unique<WorkerProcess>(options);
+}
+
+std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request) {
+  auto session = new_reference_session(request, requested_key(request));
+  session->worker = start_reference_worker(request, session->run_dir);
+  return session;
+}
+
 std::shared_ptr<CandidateWorker> start_candidate_worker(const EvalRequest& request) {
   auto worker = std::make_shared<CandidateWorker>();
   worker->candidate = fs::absolute(request.candidate);
@@ -192,6 +242,7 @@ class Evaluation {
       throw;
     }
     if (session_) result_.problem["reference"] = session_->record(reused_);
+    if (reference_started_ahead_) result_.problem["reference"]["started_ahead"] = true;
     double total = seconds_since(started);
     result_.durations_s["total"] = total;
     result_.durations_s["split"] = {
@@ -329,28 +380,28 @@ class Evaluation {
   // path, device, protocol, draws, size, kbv), else a new one: a new run directory, secret and
   // reference worker. Returns whether the session was reused.
   bool acquire_reference() {
-    ReferenceKey want;
-    want.problem_sha256 = sha256_file(request_.problem);
-    want.device = request_.device;
-    want.protocol = protocol_.name;
-    want.protocol_version = protocol_.version;
-    want.draws = request_.hidden_draws;
-    want.size = request_.size;
-    want.kbv_version = std::string(kVersion);
+    ReferenceKey want = requested_key(request_);
+    const fs::path problem = fs::absolute(request_.problem);
     auto* slot = request_.reference;
     if (slot && slot->session && slot->session->key.same_request(want) &&
-        slot->session->problem == fs::absolute(request_.problem) && slot->session->worker &&
+        slot->session->problem == problem && slot->session->worker &&
         slot->session->worker->call({{"cmd", "ping"}}, std::chrono::seconds(30)).ok()) {
       session_ = slot->session.get();
     } else {
       if (slot) slot->session.reset();  // stops the old reference, frees its directory
-      auto fresh = std::make_unique<ReferenceSession>();
-      fresh->key = want;
-      fresh->problem = fs::absolute(request_.problem);
-      fresh->keep_run_dir = request_.keep_work_dir;
-      fresh->run_dir = make_run_dir(request_.work_dir);
-      fresh->secret = random_secret();
-      fresh->key.secret_sha256 = sha256_hex(fresh->secret);
+      std::unique_ptr<ReferenceSession> fresh;
+      // One started ahead for this problem, when its key still holds and its worker has said
+      // nothing since its start (alive, waiting for its first request).
+      if (slot && slot->ahead.contains(problem)) {
+        auto ahead = std::move(slot->ahead[problem]);
+        slot->ahead.erase(problem);
+        if (ahead && ahead->key.same_request(want) && ahead->worker &&
+            !ahead->worker->ready(std::chrono::milliseconds(0))) {
+          fresh = std::move(ahead);
+          reference_started_ahead_ = true;
+        }
+      }
+      if (!fresh) fresh = new_reference_session(request_, want);
       session_ = fresh.get();
       if (slot) {
         slot->session = std::move(fresh);
@@ -362,9 +413,8 @@ class Evaluation {
     run_dir_ = session_->run_dir;
     secret_ = session_->secret;
     ++session_->candidates;
-    if (session_->worker) return true;
-    start_reference();
-    return false;
+    if (!session_->worker) session_->worker = start_reference_worker(request_, run_dir_);
+    return !session_->loaded.is_null();  // a session started ahead has not loaded it yet
   }
 
   Response ref_call(const json& request, std::chrono::milliseconds timeout) {
@@ -393,21 +443,6 @@ class Evaluation {
     gate_wait_s_ += waited;
     gate_wait_by_stage_[stage_] += waited;
     return hold;
-  }
-
-  void start_reference() {
-    orchestrate::WorkerOptions options;
-    options.role = "reference";
-    options.python = orchestrate::locate_python();
-    options.pythonpath = orchestrate::locate_pythonpath();
-    options.working_directory = run_dir_;
-    options.log_file = run_dir_ / "reference.log";
-    options.environment = worker_environment(request_);
-    options.sandbox.enabled = request_.sandbox;
-    // The problem is user code too, but trusted to write its run's golden outputs: no network,
-    // no read-only file system.
-    options.sandbox.read_only_root = false;
-    session_->worker = std::make_unique<WorkerProcess>(options);
   }
 
   // Inside inputs/: the candidate starts before the reference writes this file, and a directory
@@ -1248,6 +1283,7 @@ class Evaluation {
   WorkerProcess* cand_ = nullptr;  // cand_worker_'s process
   fs::path cand_dir_;              // cand_worker_'s folder
   int mirrored_preparations_ = -1;
+  bool reference_started_ahead_ = false;  // the session's worker was started by kbv run ahead
   int precision_lowerings_ = 0;
   std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> run_dir_listing_;
 };

@@ -19,6 +19,7 @@ class WorkerProcess;
 namespace kbv::eval {
 
 struct ReferenceSlot;
+struct ReferenceSession;
 class DeviceGate;
 struct CandidateWorker;
 
@@ -81,6 +82,11 @@ struct CandidateWorker {
   CandidateWorker& operator=(const CandidateWorker&) = delete;
   ~CandidateWorker();
 };
+
+// A reference session for `request.problem` whose worker is started (it imports torch, then
+// waits): a new run directory and secret seed, the key's request part. kbv run keeps it in the
+// slot's `ahead` until an evaluation of that problem takes it and loads the problem.
+std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request);
 
 // Starts `request.candidate`'s worker: the process starts and imports torch and kbv's worker
 // code, then waits for its first request. Nothing of the candidate runs before load_candidate.

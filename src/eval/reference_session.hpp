@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -70,6 +71,10 @@ struct ReferenceSession {
 struct ReferenceSlot {
   std::unique_ptr<ReferenceSession> session;
   int sessions_started = 0;
+  // Sessions started ahead (start_reference_session) for problems this thread evaluates next,
+  // by the problem's absolute path: their worker is started (and imports torch) while the
+  // thread's current evaluation runs; the problem is loaded when an evaluation takes one.
+  std::map<std::filesystem::path, std::unique_ptr<ReferenceSession>> ahead;
 };
 
 }  // namespace kbv::eval

@@ -381,6 +381,23 @@ SuiteSummary run_suite(const SuiteRequest& request) {
           next_worker.reset();  // started again, and its failure reported, in its evaluation
         }
       }
+      // Likewise the reference of the next task's problem when it is not this task's: its
+      // worker starts now, and loads the problem when that evaluation takes it. Only sessions
+      // for this task and the next are kept.
+      const fs::path this_problem = fs::absolute(todo[i]->problem.path);
+      std::optional<fs::path> next_problem;
+      if (next) next_problem = fs::absolute(todo[*next]->problem.path);
+      std::erase_if(reference.ahead, [&](const auto& entry) {
+        return entry.first != this_problem && entry.first != next_problem;
+      });
+      if (next_problem && *next_problem != this_problem &&
+          !reference.ahead.contains(*next_problem)) {
+        try {
+          reference.ahead[*next_problem] = start_reference_session(request_for(*next));
+        } catch (const std::exception&) {
+          reference.ahead.erase(*next_problem);  // started in its evaluation instead
+        }
+      }
       const auto& task = *todo[i];
       double built_in = builds.wait(caches[i]);
       EvalRequest eval = request_for(i);

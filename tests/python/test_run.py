@@ -89,6 +89,30 @@ def test_run_streams_resumes_and_exports(tmp_path, cache_dir):
 
 
 @pytest.mark.e2e
+def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
+    """One evaluation at a time over two problems: the second problem's reference worker was
+    started during the first problem's evaluation, and then loaded the problem (not reused)."""
+    plain = tmp_path / "cands" / "plain" / "level1"
+    plain.mkdir(parents=True)
+    for name in ("3_ReLU.py", "4_Softmax.py"):
+        shutil.copy(CPU_CANDIDATES / "level1" / name, plain / name)
+    db = tmp_path / "two.sqlite"
+    done = kbv_run(tmp_path / "cands", db, cache_dir=cache_dir)
+    assert done.returncode == 0, done.stderr
+    assert [r[5] for r in rows(db)] == ["correct", "correct"]
+    with sqlite3.connect(db) as con:
+        results = {
+            problem: json.loads(text)
+            for problem, text in con.execute("SELECT problem, result_json FROM results")
+        }
+    first = results["3_ReLU"]["problem"]["reference"]
+    second = results["4_Softmax"]["problem"]["reference"]
+    assert not first.get("started_ahead") and not first["reused"]
+    assert second.get("started_ahead") is True and not second["reused"]
+    assert results["4_Softmax"]["candidate"].get("worker_started_ahead") is True
+
+
+@pytest.mark.e2e
 def test_kill_9_loses_nothing_and_repeats_nothing(tmp_path, cache_dir):
     candidates = make_suite(tmp_path)
     db = tmp_path / "results.sqlite"
