@@ -123,7 +123,10 @@ struct EvalOptions {
 
 int run_eval(EvalOptions& options, const std::string& json_path) {
   kbv::Result result = kbv::eval::evaluate(options.request);
-  if (!json_path.empty()) write_atomically(json_path, result.to_json().dump(2) + "\n");
+  if (!json_path.empty())
+    write_atomically(
+        json_path,
+        result.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   fmt::print("{}", kbv::report::summary(result));
   return 0;
 }

@@ -852,8 +852,14 @@ class Evaluation {
     try {
       return tensor::SafetensorsFile::open(file, /*follow_links=*/false);
     } catch (const std::exception& error) {
+      // The message may quote the file's bytes: only printable ASCII of it is kept.
+      std::string detail = error.what();
+      for (char& ch : detail) {
+        if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e)
+          ch = '?';
+      }
       why = fmt::format("the output file {} no longer reads as kbv's worker wrote it: {}",
-                        file.filename().string(), error.what());
+                        file.filename().string(), detail);
       result_.add_flag("output_file_tampered", Severity::Reject, why);
       return std::nullopt;
     }

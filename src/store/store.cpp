@@ -170,7 +170,9 @@ void Store::put(const RowInfo& info, const nlohmann::json& r) {
   q.bind_number(16, r.value("memory", nlohmann::json()).is_object()
                         ? r["memory"].value("peak_ratio", nlohmann::json())
                         : nlohmann::json());
-  q.bind(17, r.dump());
+  // Invalid UTF-8 (bytes a candidate planted in a message) is replaced, never a throw that
+  // would lose the row.
+  q.bind(17, r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   q.bind(18, now_utc());
   q.step();  // a single statement is its own transaction: the row lands whole or not at all
 }
