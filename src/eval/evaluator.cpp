@@ -244,13 +244,15 @@ class Evaluation {
     if (session_) result_.problem["reference"] = session_->record(reused_);
     if (reference_started_ahead_) result_.problem["reference"]["started_ahead"] = true;
     double total = seconds_since(started);
+    double gate_wait = 0;
+    for (const auto& [stage, seconds] : gate_wait_by_stage_) gate_wait += seconds;
     result_.durations_s["total"] = total;
     result_.durations_s["split"] = {
         {"compile", compile_s_},
         {"reference", reference_s_},
         {"candidate", candidate_s_},
-        {"gate_wait", gate_wait_s_},
-        {"idle", std::max(0.0, total - compile_s_ - reference_s_ - candidate_s_ - gate_wait_s_)}};
+        {"gate_wait", gate_wait},
+        {"idle", std::max(0.0, total - compile_s_ - reference_s_ - candidate_s_ - gate_wait)}};
     if (!gate_wait_by_stage_.empty())
       result_.durations_s["gate_wait_by_stage"] = gate_wait_by_stage_;
     decide_verdict(result_, failure_);
@@ -276,7 +278,6 @@ class Evaluation {
     take_candidate_worker();
     if (!reused_) load_problem();
     json problem = describe_problem();
-    mirror_reference_files();
     cand_->send(in_candidate_view({{"cmd", "load_candidate"},
                                    {"candidate", fs::absolute(request_.candidate).string()},
                                    {"device", request_.device},
@@ -439,9 +440,7 @@ class Evaluation {
     if (!request_.gate) return {};
     auto t = Clock::now();
     auto hold = exclusive ? request_.gate->exclusive() : request_.gate->shared();
-    double waited = seconds_since(t);
-    gate_wait_s_ += waited;
-    gate_wait_by_stage_[stage_] += waited;
+    gate_wait_by_stage_[stage_] += seconds_since(t);
     return hold;
   }
 
@@ -1279,9 +1278,8 @@ class Evaluation {
   ReferenceSession* session_ = nullptr;            // the slot's, or own_session_
   std::unique_ptr<ReferenceSession> own_session_;  // when the request has no slot
   bool reused_ = false;
-  double gate_wait_s_ = 0;  // waiting for the device gate (other evaluations on the device)
-  // The same wait by the stage it fell in (durations_s): where other evaluations' timing runs
-  // held this one up.
+  // Waiting for the device gate (other evaluations' timing runs on the device), by the stage
+  // (durations_s) the wait fell in.
   std::map<std::string, double> gate_wait_by_stage_;
   std::string stage_ = "start";
   double compile_s_ = 0, reference_s_ = 0, candidate_s_ = 0;

@@ -395,7 +395,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
         try {
           reference.ahead[*next_problem] = start_reference_session(request_for(*next));
         } catch (const std::exception&) {
-          reference.ahead.erase(*next_problem);  // started in its evaluation instead
+          // Nothing was kept (the session is made before the entry): started in its evaluation.
         }
       }
       const auto& task = *todo[i];

@@ -56,14 +56,7 @@ class TaskPicker {
   // stops.
   std::optional<size_t> steal(const std::filesystem::path& current) {
     for (size_t i = 0; i < tasks_.size(); ++i) {
-      if (state_[i] == State::Reserved) {
-        state_[i] = State::Taken;
-        if (tasks_[i]->problem.path != current) {
-          leave(current);
-          ++active_[tasks_[i]->problem.path];
-        }
-        return i;
-      }
+      if (state_[i] == State::Reserved) return take(i, current, /*reserve=*/false);
     }
     return std::nullopt;
   }

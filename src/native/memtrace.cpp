@@ -1037,8 +1037,7 @@ void MemoryTrace::Enter() {
     state.record_activities = true;
     const CUptiResult copies = api.Enable(CUPTI_ACTIVITY_KIND_MEMCPY);
     const CUptiResult fills = api.Enable(CUPTI_ACTIVITY_KIND_MEMSET);
-    transfers_enabled_ = copies == CUPTI_SUCCESS && fills == CUPTI_SUCCESS;
-    if (!transfers_enabled_) {
+    if (copies != CUPTI_SUCCESS || fills != CUPTI_SUCCESS) {
       result_.notes.push_back("copy and fill records unavailable (" +
                               ResultString(copies != CUPTI_SUCCESS ? copies : fills) + ")");
     }

@@ -147,7 +147,6 @@ class MemoryTrace {
   bool pool_enabled_ = false;       // MEMORY_POOL activity enabled by this trace
   bool kernel_enabled_ = false;     // CONCURRENT_KERNEL activity enabled by this trace
   bool record_activities_ = false;  // keep the activities themselves (result().activities)
-  bool transfers_enabled_ = false;  // MEMCPY and MEMSET activity enabled by this trace
   bool callbacks_enabled_ = false;  // VMM driver callbacks enabled by this trace
   bool source_enabled_ = false;     // allocation-source tracking switched on by this trace
   std::string why_unavailable_ = "the trace has not been entered";
