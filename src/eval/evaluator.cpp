@@ -5,9 +5,11 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "check/compare.hpp"
 #include "core/hash.hpp"
@@ -128,6 +130,84 @@ double seconds_since(Clock::time_point start) {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+namespace {
+
+// The reference is trusted code and its calls include starting torch, drawing every family
+// and float64 runs: on a loaded machine they may take far longer than one candidate call,
+// and a spurious timeout would mark the whole problem broken.
+std::chrono::seconds reference_timeout_of(const EvalRequest& request) {
+  return std::max(request.call_timeout * 4, std::chrono::seconds(600));
+}
+
+// A failed reference call ends the evaluation as the problem's fault (nothing is stored).
+void require_reference_answer(const Response& response, const fs::path& problem,
+                              const std::string& stage) {
+  if (response.ok()) return;
+  if (response.error_kind == "problem_error" || response.error_kind == "usage_error") {
+    throw UsageError(fmt::format("{}: {}", problem.string(), response.message));
+  }
+  throw UsageError(fmt::format("the reference failed while {}: {}\n{}", stage, response.message,
+                               response.detail));
+}
+
+// Inside inputs/: the candidate starts before the reference writes this file, and a directory
+// bound into its sandbox shows files created later (a bound file would not exist yet).
+fs::path init_inputs_file(const fs::path& run_dir) {
+  return run_dir / "inputs" / "init_inputs.safetensors";
+}
+
+// One exchange with the session's reference worker (the caller holds the device's gate).
+using ReferenceCall = std::function<Response(const json&)>;
+
+void load_problem_into(ReferenceSession& session, const EvalRequest& request,
+                       const ReferenceCall& call) {
+  auto response = call({{"cmd", "load_problem"},
+                        {"problem", fs::absolute(request.problem).string()},
+                        {"device", request.device},
+                        {"init_inputs_path", init_inputs_file(session.run_dir).string()}});
+  require_reference_answer(response, request.problem, "loading the problem");
+  session.loaded = response.result;
+  session.key.software = software_of(response.result["environment"]);
+}
+
+// The parameter names re-drawn for the hidden families before any candidate is seen: every
+// state tensor of the reference (a candidate whose own parameters do not all match gets a
+// preparation of its own).
+json default_redraw(const json& loaded, const Protocol& protocol) {
+  json names = json::array();
+  if (!protocol.redraw_parameters) return names;
+  for (const auto& [name, info] : loaded["state_spec"].items()) names.push_back(name);
+  return names;
+}
+
+// One call per family, then one for the timing inputs: each call holds the device's gate
+// (shared) only for its own part, so a timing run of another evaluation waits for one
+// family's draws, not the whole set (at KernelBench's sizes, 15-19 s in one call on the H200).
+json draw_cases_of(const ReferenceSession& session, const Protocol& protocol, const json& redraw,
+                   const fs::path& problem, const ReferenceCall& call) {
+  json prepared = {{"cases", json::array()}, {"notes", json::array()}};
+  for (const auto& f : protocol.families) {
+    auto response = call({{"cmd", "prepare_family"},
+                          {"secret", session.secret},
+                          {"family", {{"name", f.name}, {"draws", f.draws}}},
+                          {"redraw", redraw},
+                          {"directory", session.run_dir.string()}});
+    require_reference_answer(response, problem, "drawing the input families");
+    for (auto& c : response.result["cases"]) prepared["cases"].push_back(std::move(c));
+    for (auto& n : response.result["notes"]) prepared["notes"].push_back(std::move(n));
+  }
+  auto timing = call({{"cmd", "prepare_timing_sets"},
+                      {"cases", prepared["cases"]},
+                      {"directory", session.run_dir.string()},
+                      {"timing_families", protocol.timing_families}});
+  require_reference_answer(timing, problem, "preparing the timing inputs");
+  prepared["timing_inputs"] = timing.result["timing_inputs"];
+  prepared["timing_golden"] = timing.result["timing_golden"];
+  return prepared;
+}
+
+}  // namespace
+
 CandidateWorker::~CandidateWorker() {
   if (process) process->stop();
   if (!keep_folder && !folder.empty()) {
@@ -183,6 +263,28 @@ std::unique_ptr<WorkerProcess> start_reference_worker(const EvalRequest& request
 std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request) {
   auto session = new_reference_session(request, requested_key(request));
   session->worker = start_reference_worker(request, session->run_dir);
+  // The problem is loaded and its cases drawn on a thread of the session's own, each call under
+  // the device's gate like any evaluation's (a timing run on the device excludes them); the
+  // evaluation that takes the session joins it first. A failure leaves the session unused: the
+  // evaluation starts a new one and reports the failure itself.
+  session->preparing = std::thread([s = session.get(), request] {
+    try {
+      const Protocol protocol = protocol_by_name(request.protocol, request.hidden_draws);
+      auto call = [&](const json& message) {
+        DeviceGate::Hold hold;
+        if (request.gate) hold = request.gate->shared();
+        return s->worker->call(message, reference_timeout_of(request));
+      };
+      load_problem_into(*s, request, call);
+      json redraw = default_redraw(s->loaded, protocol);
+      s->prepared = draw_cases_of(*s, protocol, redraw, request.problem, call);
+      s->prepared_redraw = redraw;
+      s->preparations = 1;
+      s->prepared_ahead = true;
+    } catch (const std::exception& error) {
+      s->ahead_error = error.what();
+    }
+  });
   return session;
 }
 
@@ -242,7 +344,11 @@ class Evaluation {
       throw;
     }
     if (session_) result_.problem["reference"] = session_->record(reused_);
-    if (reference_started_ahead_) result_.problem["reference"]["started_ahead"] = true;
+    if (reference_started_ahead_) {
+      result_.problem["reference"]["started_ahead"] = true;
+      result_.problem["reference"]["prepared_ahead"] = session_->prepared_ahead;
+      result_.problem["reference"]["ahead_wait_s"] = ahead_wait_s_;
+    }
     double total = seconds_since(started);
     double gate_wait = 0;
     for (const auto& [stage, seconds] : gate_wait_by_stage_) gate_wait += seconds;
@@ -276,7 +382,7 @@ class Evaluation {
     reused_ = acquire_reference();
     // Both workers start (and import torch) side by side.
     take_candidate_worker();
-    if (!reused_) load_problem();
+    if (session_->loaded.is_null()) load_problem();  // else reused or loaded ahead
     json problem = describe_problem();
     cand_->send(in_candidate_view({{"cmd", "load_candidate"},
                                    {"candidate", fs::absolute(request_.candidate).string()},
@@ -286,10 +392,9 @@ class Evaluation {
     auto t = Clock::now();
     stage_ = "reference";
     progress("drawing input families and golden outputs");
-    json all_float_state = json::array();
-    for (const auto& [name, info] : problem["state_spec"].items()) all_float_state.push_back(name);
-    json prepared = prepare(protocol_.redraw_parameters ? all_float_state : json::array());
-    result_.durations_s["reference"] = seconds_since(t);
+    json prepared = prepare(default_redraw(problem, protocol_));
+    result_.durations_s["reference"] = seconds_since(t) + ahead_wait_s_;
+    reference_s_ += ahead_wait_s_;
 
     t = Clock::now();
     stage_ = "candidate_load";
@@ -396,7 +501,12 @@ class Evaluation {
       if (slot && slot->ahead.contains(problem)) {
         auto ahead = std::move(slot->ahead[problem]);
         slot->ahead.erase(problem);
-        if (ahead && ahead->key.same_request(want) && ahead->worker &&
+        // Its preparation (load and draws) runs on; waiting for it is this result's reference
+        // time. One that failed is dropped: a new session repeats the work and reports why.
+        auto t = Clock::now();
+        if (ahead && ahead->preparing.joinable()) ahead->preparing.join();
+        ahead_wait_s_ = seconds_since(t);
+        if (ahead && ahead->ahead_error.empty() && ahead->key.same_request(want) && ahead->worker &&
             !ahead->worker->ready(std::chrono::milliseconds(0))) {
           fresh = std::move(ahead);
           reference_started_ahead_ = true;
@@ -415,7 +525,7 @@ class Evaluation {
     secret_ = session_->secret;
     ++session_->candidates;
     if (!session_->worker) session_->worker = start_reference_worker(request_, run_dir_);
-    return !session_->loaded.is_null();  // a session started ahead has not loaded it yet
+    return session_->candidates > 1;  // an earlier candidate used it
   }
 
   Response ref_call(const json& request, std::chrono::milliseconds timeout) {
@@ -444,9 +554,7 @@ class Evaluation {
     return hold;
   }
 
-  // Inside inputs/: the candidate starts before the reference writes this file, and a directory
-  // bound into its sandbox shows files created later (a bound file would not exist yet).
-  fs::path init_inputs_path() const { return run_dir_ / "inputs" / "init_inputs.safetensors"; }
+  fs::path init_inputs_path() const { return init_inputs_file(run_dir_); }
 
   // The worker started ahead for this candidate when there is one still waiting (it has said
   // nothing since its start), else a new one.
@@ -479,14 +587,8 @@ class Evaluation {
 
   void load_problem() {
     progress("loading the problem");
-    auto response = ref_call({{"cmd", "load_problem"},
-                              {"problem", fs::absolute(request_.problem).string()},
-                              {"device", request_.device},
-                              {"init_inputs_path", init_inputs_path().string()}},
-                             reference_timeout());
-    require_reference(response, "loading the problem");
-    session_->loaded = response.result;
-    session_->key.software = software_of(response.result["environment"]);
+    load_problem_into(*session_, request_,
+                      [&](const json& m) { return ref_call(m, reference_timeout()); });
   }
 
   json describe_problem() {
@@ -522,47 +624,15 @@ class Evaluation {
     return session_->prepared;
   }
 
-  // One call per family, then one for the timing inputs: each call holds the device's gate
-  // (shared) only for its own part, so a timing run of another evaluation waits for one
-  // family's draws, not the whole set (at KernelBench's sizes, 15-19 s in one call on the H200).
   json draw_cases(const json& redraw) {
-    json prepared = {{"cases", json::array()}, {"notes", json::array()}};
-    for (const auto& f : protocol_.families) {
-      auto response = ref_call({{"cmd", "prepare_family"},
-                                {"secret", secret_},
-                                {"family", {{"name", f.name}, {"draws", f.draws}}},
-                                {"redraw", redraw},
-                                {"directory", run_dir_.string()}},
-                               reference_timeout());
-      require_reference(response, "drawing the input families");
-      for (auto& c : response.result["cases"]) prepared["cases"].push_back(std::move(c));
-      for (auto& n : response.result["notes"]) prepared["notes"].push_back(std::move(n));
-    }
-    auto timing = ref_call({{"cmd", "prepare_timing_sets"},
-                            {"cases", prepared["cases"]},
-                            {"directory", run_dir_.string()},
-                            {"timing_families", protocol_.timing_families}},
-                           reference_timeout());
-    require_reference(timing, "preparing the timing inputs");
-    prepared["timing_inputs"] = timing.result["timing_inputs"];
-    prepared["timing_golden"] = timing.result["timing_golden"];
-    return prepared;
+    return draw_cases_of(*session_, protocol_, redraw, request_.problem,
+                         [&](const json& m) { return ref_call(m, reference_timeout()); });
   }
 
-  // The reference is trusted code and its calls include starting torch, drawing every family
-  // and float64 runs: on a loaded machine they may take far longer than one candidate call,
-  // and a spurious timeout would mark the whole problem broken.
-  std::chrono::seconds reference_timeout() const {
-    return std::max(request_.call_timeout * 4, std::chrono::seconds(600));
-  }
+  std::chrono::seconds reference_timeout() const { return reference_timeout_of(request_); }
 
   void require_reference(const Response& response, const std::string& stage) {
-    if (response.ok()) return;
-    if (response.error_kind == "problem_error" || response.error_kind == "usage_error") {
-      throw UsageError(fmt::format("{}: {}", request_.problem.string(), response.message));
-    }
-    throw UsageError(fmt::format("the reference failed while {}: {}\n{}", stage, response.message,
-                                 response.detail));
+    require_reference_answer(response, request_.problem, stage);
   }
 
   // -- failures of the candidate ---------------------------------------------------------------
@@ -1287,6 +1357,7 @@ class Evaluation {
   WorkerProcess* cand_ = nullptr;  // cand_worker_'s process
   fs::path cand_dir_;              // cand_worker_'s folder
   int mirrored_preparations_ = -1;
+  double ahead_wait_s_ = 0;  // waiting for a session started ahead to finish its preparation
   bool reference_started_ahead_ = false;  // the session's worker was started by kbv run ahead
   int precision_lowerings_ = 0;
   std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> run_dir_listing_;

@@ -83,9 +83,10 @@ struct CandidateWorker {
   ~CandidateWorker();
 };
 
-// A reference session for `request.problem` whose worker is started (it imports torch, then
-// waits): a new run directory and secret seed, the key's request part. kbv run keeps it in the
-// slot's `ahead` until an evaluation of that problem takes it and loads the problem.
+// A reference session for `request.problem` started ahead: a new run directory and secret
+// seed, the key's request part, and a worker that imports torch, loads the problem and draws
+// every hidden case on the session's `preparing` thread (under `request.gate`). kbv run keeps it
+// in the slot's `ahead` until an evaluation of that problem takes it.
 std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request);
 
 // Starts `request.candidate`'s worker: the process starts and imports torch and kbv's worker

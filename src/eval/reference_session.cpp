@@ -38,6 +38,9 @@ json software_of(const json& environment) {
 }
 
 ReferenceSession::~ReferenceSession() {
+  // A preparation still running uses the worker: it ends first (its calls are bounded by the
+  // reference timeout; a session is dropped unused only when its task went elsewhere).
+  if (preparing.joinable()) preparing.join();
   if (worker) worker->stop();
   if (!keep_run_dir && !run_dir.empty()) {
     std::error_code ec;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "eval/audit.hpp"
 #include "orchestrate/worker_process.hpp"
@@ -59,6 +60,12 @@ struct ReferenceSession {
   int preparations = 0;               // prepare calls made by this session
   int candidates = 0;                 // candidates that used it
   bool keep_run_dir = false;
+  // A session started ahead (start_reference_session) loads the problem and draws its cases on
+  // this thread while the device thread's current evaluation runs; whoever uses or destroys
+  // the session joins it first. `ahead_error` says why that preparation failed.
+  std::thread preparing;
+  std::string ahead_error;
+  bool prepared_ahead = false;
 
   ReferenceSession() = default;
   ReferenceSession(const ReferenceSession&) = delete;
@@ -72,8 +79,8 @@ struct ReferenceSlot {
   std::unique_ptr<ReferenceSession> session;
   int sessions_started = 0;
   // Sessions started ahead (start_reference_session) for problems this thread evaluates next,
-  // by the problem's absolute path: their worker is started (and imports torch) while the
-  // thread's current evaluation runs; the problem is loaded when an evaluation takes one.
+  // by the problem's absolute path: their worker is started (and imports torch), loads the
+  // problem and draws its cases while the thread's current evaluation runs.
   std::map<std::filesystem::path, std::unique_ptr<ReferenceSession>> ahead;
 };
 

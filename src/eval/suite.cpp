@@ -332,7 +332,9 @@ SuiteSummary run_suite(const SuiteRequest& request) {
       eval.device = device;
       eval.progress = nullptr;  // one line per candidate, not per stage
       eval.reference = &reference;
-      eval.gate = shared_device ? gate : nullptr;
+      // Always through the gate: besides other evaluations on the device, the reference of the
+      // next problem prepares ahead on it, and a timing run must exclude both.
+      eval.gate = gate;
       return eval;
     };
     // The thread's next task, taken when the current one starts, and its candidate's worker,
@@ -382,8 +384,8 @@ SuiteSummary run_suite(const SuiteRequest& request) {
         }
       }
       // Likewise the reference of the next task's problem when it is not this task's: its
-      // worker starts now, and loads the problem when that evaluation takes it. Only sessions
-      // for this task and the next are kept.
+      // worker starts now, loads the problem and draws its cases beside this evaluation. Only
+      // sessions for this task and the next are kept.
       const fs::path this_problem = fs::absolute(todo[i]->problem.path);
       std::optional<fs::path> next_problem;
       if (next) next_problem = fs::absolute(todo[*next]->problem.path);

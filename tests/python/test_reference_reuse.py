@@ -101,7 +101,9 @@ def test_reference_work_is_done_once_per_problem_and_shared(tmp_path, cache_dir,
     for s in range(4):
         split = by_sample[s]["durations_s"]["split"]
         assert set(split) == {"compile", "reference", "candidate", "gate_wait", "idle"}
-        assert split["gate_wait"] == 0  # one evaluation at a time on the CPU
+        # One evaluation at a time and one problem (no reference prepared ahead): the gate is
+        # passed, never waited at (microseconds to take it).
+        assert split["gate_wait"] < 0.01
         assert all(v >= 0 for v in split.values())
     # A reused reference did no loading or drawing for the second candidate.
     assert (

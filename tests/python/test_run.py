@@ -90,8 +90,9 @@ def test_run_streams_resumes_and_exports(tmp_path, cache_dir):
 
 @pytest.mark.e2e
 def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
-    """One evaluation at a time over two problems: the second problem's reference worker was
-    started during the first problem's evaluation, and then loaded the problem (not reused)."""
+    """One evaluation at a time over two problems: the second problem's reference was started,
+    loaded and drawn during the first problem's evaluation (not reused from it), and the second
+    result is the same verdict with the same kind of reference record."""
     plain = tmp_path / "cands" / "plain" / "level1"
     plain.mkdir(parents=True)
     for name in ("3_ReLU.py", "4_Softmax.py"):
@@ -109,7 +110,40 @@ def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
     second = results["4_Softmax"]["problem"]["reference"]
     assert not first.get("started_ahead") and not first["reused"]
     assert second.get("started_ahead") is True and not second["reused"]
+    assert second["prepared_ahead"] is True and second["preparations"] == 1
+    assert second["ahead_wait_s"] >= 0 and "prepared_ahead" not in first
+    # Drawn ahead, judged the same way: every hidden family was checked on it.
+    drawn_ahead = results["4_Softmax"]["correctness"]
+    assert set(drawn_ahead) == set(results["3_ReLU"]["correctness"])
+    assert all(f["evaluated"] == f["draws"] > 0 for f in drawn_ahead.values())
     assert results["4_Softmax"]["candidate"].get("worker_started_ahead") is True
+
+
+def test_problem_failing_while_prepared_ahead_is_reported_as_broken(tmp_path, cache_dir):
+    """The next problem's reference is prepared ahead and fails there (its get_inputs raises):
+    the failure is not lost with the dropped session. The evaluation repeats the work, the
+    problem is reported broken with the problem's own message, and the first result stands."""
+    problems = tmp_path / "problems" / "level1"
+    problems.mkdir(parents=True)
+    shutil.copy(PROBLEMS / "level1" / "3_ReLU.py", problems / "3_ReLU.py")
+    broken = (PROBLEMS / "level1" / "4_Softmax.py").read_text()
+    broken += "\n\ndef get_inputs():\n    raise RuntimeError('inputs broken on purpose')\n"
+    (problems / "4_Softmax.py").write_text(broken)
+    plain = tmp_path / "cands" / "plain" / "level1"
+    plain.mkdir(parents=True)
+    for name in ("3_ReLU.py", "4_Softmax.py"):
+        shutil.copy(CPU_CANDIDATES / "level1" / name, plain / name)
+    db = tmp_path / "broken.sqlite"
+    command = [
+        kbv_binary(), "run", "--problems", str(tmp_path / "problems"),
+        "--candidates", str(tmp_path / "cands"), "--db", str(db), "--cache-dir", str(cache_dir),
+        "--timeout", "8", *QUICK_RUN,
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "4_Softmax.py could not be evaluated" in done.stdout
+    assert "inputs broken on purpose" in done.stdout
+    assert [r[1] for r in rows(db)] == ["3_ReLU"] and rows(db)[0][5] == "correct"
 
 
 @pytest.mark.e2e
