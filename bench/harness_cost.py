@@ -47,6 +47,16 @@ def main() -> None:
             print(f"| {stage} | {seconds:.1f} |")
     ahead = sum(1 for r in results if r.get("candidate", {}).get("worker_started_ahead"))
     print(f"\nworkers started ahead: {ahead} of {len(results)}")
+    # Each problem's first result says whether its reference session was prepared ahead (its
+    # problem loaded and cases drawn beside the previous evaluation) and how long it waited.
+    firsts = [r["problem"].get("reference", {}) for r in results]
+    firsts = [f for f in firsts if f.get("candidate_index") == 1]
+    prepared = [f for f in firsts if f.get("prepared_ahead")]
+    waited = sum(f.get("ahead_wait_s", 0.0) for f in prepared)
+    print(
+        f"reference sessions prepared ahead: {len(prepared)} of {len(firsts)} "
+        f"(waited for them {waited:.1f} s in all)"
+    )
 
 
 if __name__ == "__main__":

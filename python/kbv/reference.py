@@ -49,15 +49,16 @@ class ReferenceRole:
         }
 
     def cmd_prepare_family(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Draws the cases of one family (`family`: name and draws) and writes their inputs,
-        state and golden outputs. The orchestrator calls this once per family, then
-        `prepare_timing_sets`: no single call holds the device for the whole draw (a timing
+        """Draws cases of one family (`family`: name, draws and the first draw's index) and
+        writes their inputs, state and golden outputs. The orchestrator calls this once per
+        draw, then `prepare_timing_sets`: no single call holds the device for long (a timing
         run of another evaluation on the device waits for the calls in flight)."""
         spec = request["family"]
         redraw_names = set(request["redraw"])
         directory = Path(request["directory"])
         cases, notes = [], []
-        for draw in range(spec["draws"]):
+        first = spec.get("first", 0)  # the orchestrator asks for one draw per call
+        for draw in range(first, first + spec["draws"]):
             case, note = self._prepare_case(
                 spec["name"], draw, request["secret"], redraw_names, directory
             )

@@ -180,21 +180,23 @@ json default_redraw(const json& loaded, const Protocol& protocol) {
   return names;
 }
 
-// One call per family, then one for the timing inputs: each call holds the device's gate
-// (shared) only for its own part, so a timing run of another evaluation waits for one
-// family's draws, not the whole set (at KernelBench's sizes, 15-19 s in one call on the H200).
+// One call per draw, then one for the timing inputs: each call holds the device's gate
+// (shared) only for its own part, so a timing run of another evaluation waits for one draw,
+// not the whole set (at KernelBench's sizes, 15-19 s in one call on the H200; about 1 s a draw).
 json draw_cases_of(const ReferenceSession& session, const Protocol& protocol, const json& redraw,
                    const fs::path& problem, const ReferenceCall& call) {
   json prepared = {{"cases", json::array()}, {"notes", json::array()}};
   for (const auto& f : protocol.families) {
-    auto response = call({{"cmd", "prepare_family"},
-                          {"secret", session.secret},
-                          {"family", {{"name", f.name}, {"draws", f.draws}}},
-                          {"redraw", redraw},
-                          {"directory", session.run_dir.string()}});
-    require_reference_answer(response, problem, "drawing the input families");
-    for (auto& c : response.result["cases"]) prepared["cases"].push_back(std::move(c));
-    for (auto& n : response.result["notes"]) prepared["notes"].push_back(std::move(n));
+    for (int draw = 0; draw < f.draws; ++draw) {
+      auto response = call({{"cmd", "prepare_family"},
+                            {"secret", session.secret},
+                            {"family", {{"name", f.name}, {"draws", 1}, {"first", draw}}},
+                            {"redraw", redraw},
+                            {"directory", session.run_dir.string()}});
+      require_reference_answer(response, problem, "drawing the input families");
+      for (auto& c : response.result["cases"]) prepared["cases"].push_back(std::move(c));
+      for (auto& n : response.result["notes"]) prepared["notes"].push_back(std::move(n));
+    }
   }
   auto timing = call({{"cmd", "prepare_timing_sets"},
                       {"cases", prepared["cases"]},
@@ -1128,14 +1130,19 @@ class Evaluation {
       return;
     }
     auto peaks = documented_peaks(result_.environment.value("device_name", ""));
-    auto r =
-        ref_call({{"cmd", "roofline"}, {"measure_peaks", !peaks.has_value()}}, reference_timeout());
-    if (!r.ok()) {
-      result_.timing["roofline"] = {
-          {"skipped", "the reference could not count its cost: " + first_line(r.message)}};
-      return;
+    // The reference's cost (and measured peaks) do not depend on the candidate: counted once
+    // per session.
+    if (session_->roofline.is_null()) {
+      auto r = ref_call({{"cmd", "roofline"}, {"measure_peaks", !peaks.has_value()}},
+                        reference_timeout());
+      if (!r.ok()) {
+        result_.timing["roofline"] = {
+            {"skipped", "the reference could not count its cost: " + first_line(r.message)}};
+        return;
+      }
+      session_->roofline = r.result;
     }
-    const json& c = r.result;
+    const json& c = session_->roofline;
     if (!peaks) {
       json m = c.value("measured_peaks", json::object());
       peaks = from_measured(m.value("copy_bytes_per_s", 0.0), m.value("matmul_flops_per_s", 0.0));

@@ -57,6 +57,7 @@ struct ReferenceSession {
   nlohmann::json prepared_redraw;
   std::optional<ProblemAudit> audit;  // of `prepared`, once computed
   nlohmann::json memory;              // the baseline's memory answer, null until measured
+  nlohmann::json roofline;            // the baseline's cost (roofline answer), null until counted
   int preparations = 0;               // prepare calls made by this session
   int candidates = 0;                 // candidates that used it
   bool keep_run_dir = false;
