@@ -208,6 +208,16 @@ json draw_cases_of(const ReferenceSession& session, const Protocol& protocol, co
   return prepared;
 }
 
+// The session's cases, (re)drawn for `redraw`: the previous set on disk is overwritten, and its
+// audit no longer holds.
+void draw_session_cases(ReferenceSession& session, const Protocol& protocol, const json& redraw,
+                        const fs::path& problem, const ReferenceCall& call) {
+  session.prepared = draw_cases_of(session, protocol, redraw, problem, call);
+  session.prepared_redraw = redraw;
+  session.audit.reset();
+  ++session.preparations;
+}
+
 }  // namespace
 
 CandidateWorker::~CandidateWorker() {
@@ -278,10 +288,7 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
         return s->worker->call(message, reference_timeout_of(request));
       };
       load_problem_into(*s, request, call);
-      json redraw = default_redraw(s->loaded, protocol);
-      s->prepared = draw_cases_of(*s, protocol, redraw, request.problem, call);
-      s->prepared_redraw = redraw;
-      s->preparations = 1;
+      draw_session_cases(*s, protocol, default_redraw(s->loaded, protocol), request.problem, call);
       s->prepared_ahead = true;
     } catch (const std::exception& error) {
       s->ahead_error = error.what();
@@ -538,6 +545,12 @@ class Evaluation {
     return response;
   }
 
+  // ref_call with the reference's timeout, for the load and draw helpers shared with the
+  // sessions prepared ahead.
+  ReferenceCall reference_call() {
+    return [this](const json& m) { return ref_call(m, reference_timeout()); };
+  }
+
   Response cand_call(const json& request, std::chrono::milliseconds timeout) {
     auto hold = enter_gate(false);
     auto t = Clock::now();
@@ -589,8 +602,7 @@ class Evaluation {
 
   void load_problem() {
     progress("loading the problem");
-    load_problem_into(*session_, request_,
-                      [&](const json& m) { return ref_call(m, reference_timeout()); });
+    load_problem_into(*session_, request_, reference_call());
   }
 
   json describe_problem() {
@@ -615,20 +627,12 @@ class Evaluation {
   // were drawn for the same names, else drawn now (overwriting the previous set on disk).
   json prepare(const json& redraw) {
     if (session_->preparations == 0 || session_->prepared_redraw != redraw) {
-      session_->prepared = draw_cases(redraw);
-      session_->prepared_redraw = redraw;
-      session_->audit.reset();
-      ++session_->preparations;
+      draw_session_cases(*session_, protocol_, redraw, request_.problem, reference_call());
     }
     for (const auto& note : session_->prepared["notes"]) {
       result_.add_flag("family_replaced", Severity::Info, note.value("detail", ""));
     }
     return session_->prepared;
-  }
-
-  json draw_cases(const json& redraw) {
-    return draw_cases_of(*session_, protocol_, redraw, request_.problem,
-                         [&](const json& m) { return ref_call(m, reference_timeout()); });
   }
 
   std::chrono::seconds reference_timeout() const { return reference_timeout_of(request_); }
