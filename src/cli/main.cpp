@@ -17,7 +17,9 @@
 #include "core/result.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/protocol.hpp"
-#include "eval/suite.hpp"
+#include "orchestrate/worker_protocol.hpp"
+#include "schedule/devices.hpp"
+#include "schedule/suite.hpp"
 #include "report/compare.hpp"
 #include "report/export.hpp"
 #include "report/summary.hpp"
@@ -29,12 +31,6 @@ namespace {
 
 constexpr int kExitUsage = 2;
 constexpr int kExitInternal = 3;
-
-std::string default_device() {
-  // The first CUDA GPU when the driver shows one, else the CPU.
-  std::error_code ec;
-  return fs::exists("/dev/nvidia0", ec) || fs::exists("/dev/nvidiactl", ec) ? "cuda" : "cpu";
-}
 
 fs::path default_cache_dir() {
   if (const char* dir = std::getenv("KBV_CACHE_DIR"); dir && *dir) return dir;
@@ -65,54 +61,54 @@ struct EvalOptions {
   void add_to(CLI::App* cmd) {
     cmd->add_option("--device,-d", device,
                     "cpu, cuda or cuda:N (default: the first CUDA GPU if present, else cpu)");
-    cmd->add_option("--protocol", request.protocol, "verified (default), kbv-paper or standard")
+    cmd->add_option("--protocol", request.settings.protocol, "verified (default), kbv-paper or standard")
         ->check(CLI::IsMember(kbv::eval::protocol_names()));
-    cmd->add_option("--size", request.size,
+    cmd->add_option("--size", request.settings.size,
                     "problem size for the bundled suite: small (default) or large")
         ->check(CLI::IsMember({"small", "large"}));
-    cmd->add_option("--draws", request.hidden_draws, "draws per hidden family (default 3)")
+    cmd->add_option("--draws", request.settings.hidden_draws, "draws per hidden family (default 3)")
         ->check(CLI::Range(1, 100));
-    cmd->add_option("--profile", request.timing_profile,
+    cmd->add_option("--profile", request.settings.timing_profile,
                     "timing profile: quick, standard (default) or precise; rounds go on until "
                     "the speedup's interval is within the profile's target or its budget ends")
         ->check(CLI::IsMember({"quick", "standard", "precise"}));
-    cmd->add_option("--samples", request.timing_samples,
+    cmd->add_option("--samples", request.settings.timing_samples,
                     "fixed timed calls per variant instead of the profile's adaptive count "
                     "(60 on CUDA, 15 on CPU when only --rounds is given)")
         ->check(CLI::Range(1, 100000));
-    cmd->add_option("--rounds", request.timing_rounds,
+    cmd->add_option("--rounds", request.settings.timing_rounds,
                     "fixed interleaved timing rounds instead of the profile's adaptive count")
         ->check(CLI::Range(1, 1000));
-    cmd->add_flag("--no-timing{false}", request.measure, "check correctness only");
+    cmd->add_flag("--no-timing{false}", request.settings.measure, "check correctness only");
     cmd->add_option("--timeout", call_timeout, "seconds allowed per forward call (default 120)")
         ->check(CLI::Range(1, 86400));
     cmd->add_option("--compile-timeout", compile_timeout,
                     "seconds allowed to build and import a candidate (default 900)")
         ->check(CLI::Range(1, 86400));
-    cmd->add_option("--cache-dir", request.cache_dir, "build cache (default ~/.cache/kbv)");
-    cmd->add_option("--work-dir", request.work_dir, "where run directories go (default: TMPDIR)");
-    cmd->add_flag("--keep-work-dir", request.keep_work_dir, "keep inputs, outputs and logs");
-    cmd->add_flag("--no-sandbox{false}", request.sandbox, "run candidates without isolation");
+    cmd->add_option("--cache-dir", request.placement.cache_dir, "build cache (default ~/.cache/kbv)");
+    cmd->add_option("--work-dir", request.placement.work_dir, "where run directories go (default: TMPDIR)");
+    cmd->add_flag("--keep-work-dir", request.placement.keep_work_dir, "keep inputs, outputs and logs");
+    cmd->add_flag("--no-sandbox{false}", request.settings.sandbox, "run candidates without isolation");
     cmd->add_flag("--quiet,-q", quiet, "no progress lines");
   }
 
   // Fills in defaults; returns an error message for invalid combinations.
   std::string finish() {
-    request.device = device.empty() ? default_device() : device;
-    request.compile_timeout = std::chrono::seconds(compile_timeout);
-    request.call_timeout = std::chrono::seconds(call_timeout);
-    if (request.cache_dir.empty()) request.cache_dir = default_cache_dir();
+    request.settings.device = device.empty() ? kbv::schedule::default_device() : device;
+    request.limits.compile_timeout = std::chrono::seconds(compile_timeout);
+    request.limits.call_timeout = std::chrono::seconds(call_timeout);
+    if (request.placement.cache_dir.empty()) request.placement.cache_dir = default_cache_dir();
     if (!quiet) {
-      request.progress = [](const std::string& line) { fmt::print(stderr, "[kbv] {}\n", line); };
+      request.placement.progress = [](const std::string& line) { fmt::print(stderr, "[kbv] {}\n", line); };
     }
-    if (!(request.device == "cpu" || request.device == "cuda" ||
-          request.device.starts_with("cuda:"))) {
-      return fmt::format("--device must be cpu, cuda or cuda:N, not '{}'", request.device);
+    if (!(request.settings.device == "cpu" || request.settings.device == "cuda" ||
+          request.settings.device.starts_with("cuda:"))) {
+      return fmt::format("--device must be cpu, cuda or cuda:N, not '{}'", request.settings.device);
     }
     if (const char* quota = std::getenv("KBV_SCRATCH_QUOTA_BYTES"); quota && *quota) {
       char* end = nullptr;
       errno = 0;
-      request.max_scratch_bytes = std::strtoull(quota, &end, 10);
+      request.limits.max_scratch_bytes = std::strtoull(quota, &end, 10);
       if (errno != 0 || *end != '\0' || *quota == '-') {
         return fmt::format("KBV_SCRATCH_QUOTA_BYTES must be a number of bytes, not '{}'", quota);
       }
@@ -131,10 +127,14 @@ int run_eval(EvalOptions& options, const std::string& json_path) {
   return 0;
 }
 
-int run_suite(kbv::eval::SuiteRequest& suite) {
-  auto summary = kbv::eval::run_suite(suite);
+int run_suite(kbv::schedule::SuiteRequest& suite) {
+  auto summary = kbv::schedule::run_suite(suite);
   fmt::print("{} tasks: {} evaluated now, {} already stored, {} files skipped\n", summary.tasks,
              summary.evaluated, summary.already_done, summary.unmatched.size());
+  if (summary.evaluated_again > 0) {
+    fmt::print("  ({} stored timeout{} evaluated again under the longer timeout)\n",
+               summary.evaluated_again, summary.evaluated_again == 1 ? "" : "s");
+  }
   for (const auto& [verdict, n] : summary.verdicts) fmt::print("  {:<14} {}\n", verdict, n);
   for (const auto& broken : summary.broken_problems) {
     fmt::print("problem {} could not be evaluated (its candidates were skipped): {}\n",
@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
   eval_options.add_to(eval);
 
   EvalOptions run_options;
-  kbv::eval::SuiteRequest suite;
+  kbv::schedule::SuiteRequest suite;
   auto* run = app.add_subcommand("run", "evaluate every candidate of a suite into a database");
   run->add_option("--problems", suite.problems,
                   "problem tree (KernelBench layout: level1/19_ReLU.py)")
@@ -219,6 +219,11 @@ int main(int argc, char** argv) {
                                       "the figures researchers publish, from a run "
                                       "database: md, json, csv or a self-contained html");
   reporter->add_option("database", report_db, "the run database")->required();
+  // The worker protocol as kbv declares it (orchestrate/worker_protocol.hpp), for the contract
+  // test against the Python handlers and for docs; not a user command.
+  auto* protocol_cmd =
+      app.add_subcommand("worker-protocol", "print the declared worker protocol as JSON");
+  protocol_cmd->group("");
   std::string compare_a, compare_b;
   auto* comparer = app.add_subcommand("compare", "two run databases side by side");
   comparer->add_option("a", compare_a, "first run database")->required();
@@ -239,6 +244,10 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (protocol_cmd->parsed()) {
+      fmt::print("{}\n", kbv::orchestrate::worker_protocol_json().dump(2));
+      return 0;
+    }
     if (eval->parsed()) {
       if (auto error = eval_options.finish(); !error.empty()) {
         fmt::print(stderr, "kbv: {}\n", error);
@@ -252,11 +261,11 @@ int main(int argc, char** argv) {
         return kExitUsage;
       }
       suite.settings = run_options.request;
-      if (!devices.empty()) suite.devices = kbv::eval::parse_devices(devices);
+      if (!devices.empty()) suite.devices = kbv::schedule::parse_devices(devices);
       if (!run_options.quiet && ::isatty(STDERR_FILENO)) {
         // On a terminal the running counters (built n/N, [done/total] verdicts, ETA) rewrite one
         // status line; everything else still gets a line of its own.
-        suite.settings.progress = [](const std::string& line) {
+        suite.settings.placement.progress = [](const std::string& line) {
           bool status = line.starts_with("[") || line.starts_with("built ");
           fmt::print(stderr, "\r\033[K[kbv] {}{}", line, status ? "" : "\n");
         };

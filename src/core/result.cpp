@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/flags.hpp"
+
 namespace kbv {
 
 std::string_view to_string(Verdict verdict) {
@@ -35,6 +37,7 @@ std::string_view to_string(Severity severity) {
 }
 
 void Result::add_flag(std::string id, Severity severity, std::string detail) {
+  require_catalogued(id, severity);
   // One flag per id: a repeated finding (say, on every draw) keeps its first evidence.
   if (has_flag(id)) return;
   flags.push_back(Flag{std::move(id), severity, std::move(detail)});
@@ -70,7 +73,7 @@ nlohmann::json Result::to_json() const {
       {"reason", reason},           {"flags", flag_list},      {"correctness", families},
       {"timing", timing},           {"speedup", speedup},      {"memory", memory},
       {"problem", problem},         {"candidate", candidate},  {"protocol", protocol},
-      {"environment", environment}, {"isolation", isolation},  {"durations_s", durations_s},
+      {"environment", environment}, {"isolation", isolation},  {"durations_s", durations_s}, {"limits", limits},
   };
   if (!error_detail.empty()) out["error_detail"] = error_detail;
   return out;

@@ -20,8 +20,9 @@ std::string_view to_string(Verdict verdict);
 enum class Severity { Reject, Warn, Info };
 std::string_view to_string(Severity severity);
 
-// A finding about the candidate or the problem. Ids are stable snake_case names (see
-// docs/flags.md); `reject` flags decide the verdict `rejected`, the others never do.
+// A finding about the candidate or the problem. Ids are stable snake_case names, each in the
+// catalogue (core/flags.hpp, docs/result.md); `reject` flags decide the verdict `rejected`, the
+// others never do.
 struct Flag {
   std::string id;
   Severity severity = Severity::Info;
@@ -53,6 +54,7 @@ struct Result {
   nlohmann::json environment = nlohmann::json::object();
   nlohmann::json isolation = nlohmann::json::object();
   nlohmann::json durations_s = nlohmann::json::object();
+  nlohmann::json limits = nlohmann::json::object();  // the bounds it ran under (EvalLimits)
   std::string error_detail;  // trimmed traceback or compiler output behind the reason
 
   void add_flag(std::string id, Severity severity, std::string detail);

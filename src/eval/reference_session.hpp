@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "eval/audit.hpp"
+#include "judge/audit.hpp"
 #include "orchestrate/worker_process.hpp"
 
 namespace kbv::eval {
@@ -55,7 +55,7 @@ struct ReferenceSession {
   // whose parameters match differently needs a new preparation (the values depend on the set).
   nlohmann::json prepared;
   nlohmann::json prepared_redraw;
-  std::optional<ProblemAudit> audit;  // of `prepared`, once computed
+  std::optional<judge::ProblemAudit> audit;  // of `prepared`, once computed
   nlohmann::json memory;              // the baseline's memory answer, null until measured
   nlohmann::json roofline;            // the baseline's cost (roofline answer), null until counted
   int preparations = 0;               // prepare calls made by this session

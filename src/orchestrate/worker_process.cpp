@@ -105,7 +105,7 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::vector<std::string> arg_strings = {
-      options.python, "-m", "kbv.worker", "--role", options.role, "--in", "3", "--out", "4"};
+      options.python, "-m", "kbv.worker", "--role", std::string(to_string(options.role)), "--in", "3", "--out", "4"};
   std::vector<char*> argv;
   for (auto& s : arg_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -185,6 +185,7 @@ Response WorkerProcess::quota_exceeded() {
 }
 
 void WorkerProcess::send(const nlohmann::json& request) {
+  require_served(options_.role, request);
   if (exited_) return;
   // A worker that died leaves a closed pipe: ignore SIGPIPE and let receive() report it.
   ::signal(SIGPIPE, SIG_IGN);
@@ -312,7 +313,7 @@ void WorkerProcess::kill_group() {
 
 void WorkerProcess::stop() {
   if (pid_ > 0 && !exited_) {
-    send({{"cmd", "exit"}});
+    send(worker_request(cmd::kExit));
     for (int i = 0; i < 100; ++i) {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {

@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "orchestrate/sandbox.hpp"
+#include "orchestrate/worker_protocol.hpp"
 #include "orchestrate/scratch_quota.hpp"
 
 namespace kbv::orchestrate {
 
 struct WorkerOptions {
-  std::string role;  // "reference" or "candidate"
+  WorkerRole role = WorkerRole::Candidate;  // which commands it serves (worker_protocol.hpp)
   std::string python;
   std::string pythonpath;
   std::filesystem::path working_directory;
@@ -50,6 +51,7 @@ class WorkerProcess {
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   // Sends one request; the answer is read by receive(). Lets the caller overlap two workers.
+  // Throws std::logic_error for a command the worker's role does not serve (kbv's own bug).
   void send(const nlohmann::json& request);
   Response receive(std::chrono::milliseconds timeout);
   Response call(const nlohmann::json& request, std::chrono::milliseconds timeout) {

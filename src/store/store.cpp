@@ -136,6 +136,14 @@ bool Store::has(const std::string& key) const {
   return q.step();
 }
 
+std::optional<nlohmann::json> Store::get(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  Statement q(db_, "SELECT result_json FROM results WHERE key = ?");
+  q.bind(1, key);
+  if (!q.step()) return std::nullopt;
+  return nlohmann::json::parse(q.text(0));
+}
+
 namespace {
 // A member of a result object, or an empty object: rows are written even from partial results.
 const nlohmann::json& part(const nlohmann::json& r, const char* key) {

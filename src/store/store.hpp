@@ -31,6 +31,8 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   bool has(const std::string& key) const;
+  // The stored result under `key` (the full JSON of `kbv eval`), if any.
+  std::optional<nlohmann::json> get(const std::string& key) const;
   void put(const RowInfo& info, const nlohmann::json& result);
   // Every stored result (the full JSON of `kbv eval`), with its row info under "_row".
   std::vector<nlohmann::json> results() const;

@@ -1,8 +1,8 @@
-#include "eval/kernel_trace.hpp"
+#include "judge/kernel_trace.hpp"
 
 #include <gtest/gtest.h>
 
-namespace kbv::eval {
+namespace kbv::judge {
 namespace {
 using nlohmann::json;
 
@@ -126,4 +126,4 @@ TEST(KernelTrace, UnavailableTraceDecidesNothing) {
 }
 
 }  // namespace
-}  // namespace kbv::eval
+}  // namespace kbv::judge

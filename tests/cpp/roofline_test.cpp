@@ -1,8 +1,8 @@
-#include "eval/roofline.hpp"
+#include "judge/roofline.hpp"
 
 #include <gtest/gtest.h>
 
-namespace kbv::eval {
+namespace kbv::judge {
 namespace {
 
 constexpr double kL2 = 60.0 * 1024 * 1024;  // H200
@@ -64,4 +64,4 @@ TEST(Roofline, NoPeaksNoFloor) {
 }
 
 }  // namespace
-}  // namespace kbv::eval
+}  // namespace kbv::judge

@@ -1,8 +1,8 @@
-#include "eval/state_match.hpp"
+#include "judge/state_match.hpp"
 
 #include <gtest/gtest.h>
 
-namespace kbv::eval {
+namespace kbv::judge {
 namespace {
 
 nlohmann::json t(std::vector<int> shape, std::string dtype = "float32") {
@@ -45,4 +45,4 @@ TEST(StateMatch, ShapeOrDtypeMismatchIsNotAMatch) {
 }
 
 }  // namespace
-}  // namespace kbv::eval
+}  // namespace kbv::judge

@@ -10,7 +10,9 @@
 #include <string>
 #include <thread>
 
-#include "eval/suite.hpp"
+#include "schedule/devices.hpp"
+#include "schedule/suite.hpp"
+#include "orchestrate/build_cache.hpp"
 #include "orchestrate/worker_process.hpp"
 
 namespace fs = std::filesystem;
@@ -40,7 +42,7 @@ std::string niceness_of_worker(int nice) {
   fs::permissions(script, fs::perms::owner_all);
   auto out = dir / "nice.txt";
   kbv::orchestrate::WorkerOptions options;
-  options.role = "candidate";
+  options.role = kbv::orchestrate::WorkerRole::Candidate;
   options.python = script.string();
   options.working_directory = dir;
   options.log_file = dir / "worker.log";
@@ -63,17 +65,17 @@ std::string niceness_of_worker(int nice) {
 
 TEST(BuildsOnImport, ExtensionSourcesAreBuiltAhead) {
   auto dir = temp_dir("kbv-builds");
-  EXPECT_TRUE(kbv::eval::builds_on_import(
+  EXPECT_TRUE(kbv::orchestrate::builds_on_import(
       write(dir / "inline.py",
             "from torch.utils.cpp_extension import load_inline\n_ext = load_inline(name='x')\n")));
-  EXPECT_TRUE(kbv::eval::builds_on_import(write(
+  EXPECT_TRUE(kbv::orchestrate::builds_on_import(write(
       dir / "module.py", "import torch.utils.cpp_extension as ce\next = ce.load('x', [])\n")));
   fs::remove_all(dir);
 }
 
 TEST(BuildsOnImport, PurePyTorchIsLeftToItsEvaluation) {
   auto dir = temp_dir("kbv-builds");
-  EXPECT_FALSE(kbv::eval::builds_on_import(
+  EXPECT_FALSE(kbv::orchestrate::builds_on_import(
       write(dir / "pure.py",
             "import torch\nclass ModelNew(torch.nn.Module):\n"
             "    def forward(self, x):\n        return torch.relu(x)\n")));
@@ -81,15 +83,15 @@ TEST(BuildsOnImport, PurePyTorchIsLeftToItsEvaluation) {
 }
 
 TEST(BuildsOnImport, UnreadableFileIsBuiltAheadSoTheWorkerReportsIt) {
-  EXPECT_TRUE(kbv::eval::builds_on_import("/nonexistent/kbv/candidate.py"));
+  EXPECT_TRUE(kbv::orchestrate::builds_on_import("/nonexistent/kbv/candidate.py"));
 }
 
 TEST(DefaultWorkersPerDevice, CpuEvaluatesOneAtATime) {
-  EXPECT_EQ(kbv::eval::default_workers_per_device("cpu", 0, 64), 1);
+  EXPECT_EQ(kbv::schedule::default_workers_per_device("cpu", 0, 64), 1);
 }
 
 TEST(DefaultWorkersPerDevice, HalfTheCoresOverTheGpusBetweenTwoAndFour) {
-  using kbv::eval::default_workers_per_device;
+  using kbv::schedule::default_workers_per_device;
   EXPECT_EQ(default_workers_per_device("cuda:0", 1, 16), 4);  // the H200 host, capped
   EXPECT_EQ(default_workers_per_device("cuda:0", 2, 12), 3);
   EXPECT_EQ(default_workers_per_device("cuda:3", 8, 128), 4);  // capped

@@ -1,6 +1,6 @@
 // Which task an evaluation thread of `kbv run` takes next, and the reservations behind workers
 // started ahead: a reserved task is evaluated exactly once, by its thread or by an idle one.
-#include "eval/task_picker.hpp"
+#include "schedule/task_picker.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 
 namespace {
 
-using kbv::eval::TaskPicker;
-using kbv::orchestrate::Task;
+using kbv::schedule::TaskPicker;
+using kbv::schedule::Task;
 
 std::vector<Task> tasks_of(const std::vector<std::string>& problems) {
   std::vector<Task> tasks;

@@ -1,8 +1,8 @@
-#include "eval/verdict.hpp"
+#include "judge/verdict.hpp"
 
 #include <gtest/gtest.h>
 
-namespace kbv::eval {
+namespace kbv::judge {
 namespace {
 
 FamilyResult family(std::string name, int draws, int passed, std::string reason = "") {
@@ -77,13 +77,13 @@ TEST(Verdict, NothingEvaluatedIsNotCorrect) {
 
 TEST(ResultJson, HasTheSchemaKeysAndOneFlagPerId) {
   Result r;
-  r.add_flag("x", Severity::Warn, "first");
-  r.add_flag("x", Severity::Warn, "second");
+  r.add_flag("numerics_flags_changed", Severity::Warn, "first");
+  r.add_flag("numerics_flags_changed", Severity::Warn, "second");
   r.correctness = {family("native", 1, 1)};
   decide_verdict(r, std::nullopt);
   auto j = r.to_json();
   for (const char* key : {"schema", "verdict", "reason", "flags", "correctness", "timing",
-                          "speedup", "memory", "problem", "environment"}) {
+                          "speedup", "memory", "problem", "environment", "limits"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["flags"].size(), 1u);
@@ -93,4 +93,4 @@ TEST(ResultJson, HasTheSchemaKeysAndOneFlagPerId) {
 }
 
 }  // namespace
-}  // namespace kbv::eval
+}  // namespace kbv::judge

@@ -1,0 +1,29 @@
+#include "eval/eval_request.hpp"
+
+#include "core/result.hpp"
+
+namespace kbv::eval {
+
+nlohmann::json EvalSettings::key() const {
+  nlohmann::json key = {{"protocol", protocol},
+          {"device", cuda() ? "cuda" : "cpu"},
+          {"size", size},
+          {"draws", hidden_draws},
+          {"timing_profile", timing_profile},
+          {"samples", timing_samples},
+          {"rounds", timing_rounds},
+          {"measure", measure},
+          {"kbv", std::string(kVersion)}};
+  // Keyed apart only when off, so the keys of sandboxed results (every earlier database's) hold.
+  if (!sandbox) key["sandbox"] = false;
+  return key;
+}
+
+nlohmann::json EvalLimits::to_json() const {
+  return {{"compile_timeout_s", compile_timeout.count()},
+          {"call_timeout_s", call_timeout.count()},
+          {"max_scratch_bytes", max_scratch_bytes},
+          {"max_host_memory_bytes", max_host_memory_bytes}};
+}
+
+}  // namespace kbv::eval

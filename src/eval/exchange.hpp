@@ -1,0 +1,67 @@
+// The evaluation's two workers behind one door: every exchange holds the device's gate (shared;
+// the timing run holds it exclusively), is timed into the evaluation's split (reference,
+// candidate, gate wait by stage), and, on the candidate's side, is rewritten to the candidate's
+// own folder, whose inputs/ and state/ mirror the reference's run directory after every new
+// preparation.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "eval/candidate_worker.hpp"
+#include "eval/device_gate.hpp"
+#include "eval/reference_session.hpp"
+#include "eval/reference_work.hpp"
+
+namespace kbv::eval {
+
+class WorkerExchange {
+ public:
+  WorkerExchange(ReferenceSession& session, CandidateWorker& candidate, DeviceGate* gate,
+                 const EvalLimits& limits);
+
+  // The stage (a durations_s name) that gate waits are counted under from now on.
+  void set_stage(std::string stage) { stage_ = std::move(stage); }
+
+  // One exchange with the reference worker, under its (long) timeout.
+  orchestrate::Response reference(const nlohmann::json& request);
+  ReferenceCall reference_call();
+  // One exchange with the candidate's worker (call_timeout unless given).
+  orchestrate::Response candidate(const nlohmann::json& request);
+  orchestrate::Response candidate(const nlohmann::json& request,
+                                  std::chrono::milliseconds timeout);
+  // The load, split so the reference draws while the candidate builds; not gated (the build
+  // is CPU work and may take minutes). receive_candidate's wait is counted by the caller as
+  // compile time.
+  void send_candidate(const nlohmann::json& request);
+  orchestrate::Response receive_candidate(std::chrono::milliseconds timeout);
+
+  // The device to this evaluation alone (the timing run); the wait counts as gate wait.
+  DeviceGate::Hold exclusive() { return enter_gate(true); }
+
+  std::chrono::seconds call_timeout() const { return limits_.call_timeout; }
+  const std::filesystem::path& run_dir() const { return session_.run_dir; }
+  const std::filesystem::path& candidate_dir() const { return candidate_.folder; }
+
+  double reference_seconds() const { return reference_s_; }
+  double candidate_seconds() const { return candidate_s_; }
+  const std::map<std::string, double>& gate_wait_by_stage() const { return gate_wait_; }
+
+ private:
+  DeviceGate::Hold enter_gate(bool exclusive);
+  nlohmann::json in_candidate_view(const nlohmann::json& request);
+
+  ReferenceSession& session_;
+  CandidateWorker& candidate_;
+  DeviceGate* gate_;
+  const EvalLimits& limits_;
+  std::string stage_ = "start";
+  double reference_s_ = 0, candidate_s_ = 0;
+  std::map<std::string, double> gate_wait_;
+  int mirrored_preparations_ = -1;
+};
+
+}  // namespace kbv::eval

@@ -1,0 +1,74 @@
+// The reference side of an evaluation: starting a reference session (run directory, secret seed,
+// worker), loading the problem into it, drawing its hidden cases, and taking the session an
+// evaluation will use from kbv run's slot (reused, prepared ahead, or new).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "eval/eval_request.hpp"
+#include "eval/protocol.hpp"
+#include "eval/reference_session.hpp"
+
+namespace kbv::eval {
+
+// The reference is trusted code and its calls include starting torch, drawing every family and
+// float64 runs: on a loaded machine they may take far longer than one candidate call, and a
+// spurious timeout would mark the whole problem broken.
+std::chrono::seconds reference_timeout(const EvalLimits& limits);
+
+// A failed reference call ends the evaluation as the problem's fault: throws UsageError (nothing
+// is stored, a rerun retries).
+void require_reference_answer(const orchestrate::Response& response,
+                              const std::filesystem::path& problem, const std::string& stage);
+
+// Inside inputs/: the candidate starts before the reference writes this file, and a directory
+// bound into its sandbox shows files created later (a bound file would not exist yet).
+std::filesystem::path init_inputs_file(const std::filesystem::path& run_dir);
+
+// One exchange with the session's reference worker (the caller holds the device's gate).
+using ReferenceCall = std::function<orchestrate::Response(const nlohmann::json&)>;
+
+void load_problem_into(ReferenceSession& session, const EvalRequest& request,
+                       const ReferenceCall& call);
+
+// The parameter names re-drawn for the hidden families before any candidate is seen: every
+// state tensor of the reference (a candidate whose own parameters do not all match gets a
+// preparation of its own).
+nlohmann::json default_redraw(const nlohmann::json& loaded, const Protocol& protocol);
+
+// The session's cases, (re)drawn for `redraw`: the previous set on disk is overwritten, and its
+// audit no longer holds.
+void draw_session_cases(ReferenceSession& session, const Protocol& protocol,
+                        const nlohmann::json& redraw, const std::filesystem::path& problem,
+                        const ReferenceCall& call);
+
+// What a reference session for this request must match, apart from the software and the secret
+// (those belong to the session itself).
+ReferenceKey requested_key(const EvalRequest& request, const Protocol& protocol,
+                           const std::string& problem_sha256);
+
+// A reference session for `request.problem` started ahead: a new run directory and secret
+// seed, the key's request part, and a worker that imports torch, loads the problem and draws
+// every hidden case on the session's `preparing` thread (under the placement's gate). kbv run
+// keeps it in the slot's `ahead` until an evaluation of that problem takes it.
+std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request);
+
+// The session an evaluation uses, and how it came by it.
+struct ReferenceLease {
+  ReferenceSession* session = nullptr;      // the slot's, or `owned`
+  std::unique_ptr<ReferenceSession> owned;  // when the request has no slot
+  bool reused = false;         // an earlier candidate used the session
+  bool started_ahead = false;  // kbv run started (and prepared) it ahead
+  double ahead_wait_s = 0;     // waiting for that preparation to finish
+};
+
+// The slot's session when its key still holds (same problem content and path, device, protocol,
+// draws, size, kbv) and its worker answers, else one prepared ahead for this problem when its
+// key holds and its worker is alive and silent, else a new one (run directory, secret, worker).
+ReferenceLease acquire_reference(const EvalRequest& request, const ReferenceKey& want);
+
+}  // namespace kbv::eval

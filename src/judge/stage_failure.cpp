@@ -1,0 +1,42 @@
+#include "judge/stage_failure.hpp"
+
+#include <fmt/format.h>
+
+namespace kbv::judge {
+using orchestrate::Response;
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+FailedStage load_failure(const Response& r, std::chrono::seconds compile_timeout) {
+  FailedStage out;
+  if (r.status == Response::Status::Timeout) {
+    out.failure = {Verdict::Timeout,
+                   fmt::format("building and importing the candidate did not finish within {} s",
+                               compile_timeout.count())};
+  } else if (r.status == Response::Status::Died) {
+    out.failure = {Verdict::RuntimeError,
+                   "the candidate's process died while importing: " + r.message};
+  } else if (r.error_kind == "compile_error") {
+    out.failure = {Verdict::CompileError, first_line(r.message)};
+  } else {
+    out.failure = {Verdict::RuntimeError, first_line(r.message)};
+  }
+  out.detail = r.detail.empty() ? r.message : r.message + "\n" + r.detail;
+  return out;
+}
+
+FailedStage call_failure(const Response& r, const std::string& during) {
+  FailedStage out;
+  if (r.status == Response::Status::Timeout) {
+    out.failure = {Verdict::Timeout,
+                   fmt::format("the candidate {} during {}: it was killed", r.message, during)};
+  } else if (r.status == Response::Status::Died) {
+    out.failure = {Verdict::RuntimeError, fmt::format("{} during {}", r.message, during)};
+  } else {
+    out.failure = {Verdict::RuntimeError, fmt::format("{} ({})", first_line(r.message), during)};
+  }
+  out.detail = r.detail;
+  return out;
+}
+
+}  // namespace kbv::judge

@@ -1,0 +1,26 @@
+// A candidate worker's failed answer turned into the stage failure that ends the evaluation:
+// which verdict (compile_error, runtime_error, timeout) and the one-line reason. Pure.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "judge/verdict.hpp"
+#include "orchestrate/worker_process.hpp"
+
+namespace kbv::judge {
+
+struct FailedStage {
+  StageFailure failure;
+  std::string detail;  // the traceback or compiler output behind the reason (error_detail)
+};
+
+// Building, importing and constructing the candidate failed.
+FailedStage load_failure(const orchestrate::Response& answer, std::chrono::seconds compile_timeout);
+// A later call failed `during` a named stage ("the forward on h1_native inputs").
+FailedStage call_failure(const orchestrate::Response& answer, const std::string& during);
+
+// The text up to its first newline (a reason or message shortened for a one-line report).
+std::string first_line(const std::string& text);
+
+}  // namespace kbv::judge

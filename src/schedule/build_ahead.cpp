@@ -1,0 +1,120 @@
+#include "schedule/build_ahead.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <set>
+
+#include "orchestrate/build_cache.hpp"
+#include "orchestrate/worker_options.hpp"
+
+namespace kbv::schedule {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+namespace cmd = orchestrate::cmd;
+
+namespace {
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+void build_ahead(const std::vector<const Task*>& tasks, const std::vector<fs::path>& caches,
+                 const eval::EvalRequest& settings, int jobs, const fs::path& scratch,
+                 const std::function<void(const fs::path&, double)>& built) {
+  struct Pending {
+    const Task* task;
+    fs::path cache;
+  };
+  std::deque<Pending> queue;
+  std::set<fs::path> seen;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const fs::path& dir = caches[i];
+    if (!seen.insert(dir).second) continue;
+    if (fs::exists(dir / orchestrate::kBuiltMarker) ||
+        !orchestrate::builds_on_import(tasks[i]->candidate.path)) {
+      built(dir, 0.0);
+    } else {
+      queue.push_back({tasks[i], dir});
+    }
+  }
+  struct Running {
+    std::unique_ptr<orchestrate::WorkerProcess> worker;
+    Clock::time_point started;
+    fs::path cache;
+  };
+  std::vector<Running> running;
+  size_t done = 0, total = queue.size();
+  int index = 0;
+  const auto& progress = settings.placement.progress;
+  while (!queue.empty() || !running.empty()) {
+    while (!queue.empty() && static_cast<int>(running.size()) < std::max(1, jobs)) {
+      const auto [task, cache] = queue.front();
+      queue.pop_front();
+      auto dir = scratch / fmt::format("build-{}", index++);
+      fs::create_directories(dir);
+      fs::create_directories(cache);
+      orchestrate::WorkerSpec spec;
+      spec.kind = orchestrate::WorkerKind::Build;
+      spec.size = settings.settings.size;
+      spec.sandbox = settings.settings.sandbox;
+      spec.folder = dir;
+      spec.extension_cache = cache;
+      spec.scratch_quota_bytes = settings.limits.max_scratch_bytes;
+      auto worker =
+          std::make_unique<orchestrate::WorkerProcess>(orchestrate::worker_options(spec));
+      worker->send(orchestrate::worker_request(
+          cmd::kImport, {{"candidate", fs::absolute(task->candidate.path).string()}}));
+      running.push_back({std::move(worker), Clock::now(), cache});
+    }
+    for (auto it = running.begin(); it != running.end();) {
+      bool timed_out = since(it->started) > settings.limits.compile_timeout.count();
+      if (it->worker->ready(std::chrono::milliseconds(50)) || timed_out) {
+        if (!timed_out && it->worker->receive(std::chrono::milliseconds(1000)).ok()) {
+          std::ofstream(it->cache / orchestrate::kBuiltMarker) << "built\n";
+        }
+        it->worker->stop();
+        built(it->cache, since(it->started));
+        it = running.erase(it);
+        ++done;
+        if (progress) progress(fmt::format("built {}/{} candidates", done, total));
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+void BuildBoard::built(const fs::path& cache, double seconds) {
+  {
+    std::lock_guard guard(mutex_);
+    seconds_[cache] = seconds;
+  }
+  changed_.notify_all();
+}
+
+void BuildBoard::finish() {
+  {
+    std::lock_guard guard(mutex_);
+    finished_ = true;
+  }
+  changed_.notify_all();
+}
+
+bool BuildBoard::is_built(const fs::path& cache) {
+  std::lock_guard guard(mutex_);
+  return ended(cache);
+}
+
+double BuildBoard::wait(const fs::path& cache) {
+  std::unique_lock guard(mutex_);
+  changed_.wait(guard, [&] { return ended(cache); });
+  auto it = seconds_.find(cache);
+  return it == seconds_.end() ? 0.0 : it->second;
+}
+
+}  // namespace kbv::schedule

@@ -1,0 +1,418 @@
+#include "schedule/suite.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "core/hash.hpp"
+#include "eval/device_gate.hpp"
+#include "eval/evaluator.hpp"
+#include "eval/reference_session.hpp"
+#include "judge/stage_failure.hpp"
+#include "orchestrate/build_cache.hpp"
+#include "schedule/build_ahead.hpp"
+#include "schedule/devices.hpp"
+#include "schedule/resume.hpp"
+#include "schedule/task_picker.hpp"
+#include "store/store.hpp"
+
+namespace kbv::schedule {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using eval::CandidateWorker;
+using eval::DeviceGate;
+using eval::EvalRequest;
+using eval::ReferenceSlot;
+
+namespace {
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string counts(const std::map<std::string, int>& verdicts) {
+  std::string out;
+  for (const auto& [verdict, n] : verdicts)
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", verdict, n);
+  return out.empty() ? "none yet" : out;
+}
+
+// The tasks left to evaluate, in evaluation order, with what each needs more than once: its
+// store key and build-cache folder (each file hashed once per run).
+struct WorkList {
+  std::vector<const Task*> tasks;
+  std::vector<std::string> keys;
+  std::vector<fs::path> caches;
+  std::vector<std::string> candidate_sha256;
+};
+
+WorkList work_left(const std::vector<Task>& found, const store::Store& db,
+                   const SuiteRequest& request, SuiteSummary& summary) {
+  const json settings = request.settings.settings.key();
+  // Candidates of one problem in a row, so each device's kept reference serves them all.
+  std::vector<const Task*> ordered;
+  for (const auto& task : found) ordered.push_back(&task);
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto* a, const auto* b) { return a->problem.path < b->problem.path; });
+  WorkList work;
+  std::map<fs::path, std::string> problem_sha;
+  for (const auto* task : ordered) {
+    auto& p = problem_sha[task->problem.path];
+    if (p.empty()) p = sha256_file(task->problem.path);
+    const std::string candidate_sha = sha256_file(task->candidate.path);
+    auto key = store::run_key(p, candidate_sha, settings);
+    if (auto stored = db.get(key)) {
+      if (!evaluate_again(*stored, request.settings.limits)) {
+        ++summary.already_done;
+        continue;
+      }
+      ++summary.evaluated_again;
+    }
+    work.tasks.push_back(task);
+    work.keys.push_back(key);
+    work.candidate_sha256.push_back(candidate_sha);
+    work.caches.push_back(orchestrate::extension_cache_dir(
+        request.settings.placement.cache_dir, candidate_sha, request.settings.settings.device));
+  }
+  return work;
+}
+
+// What the device threads of one run share. Everything but the gates, the build board and the
+// store (each guarded by itself) is under `lock`.
+struct SharedRun {
+  const SuiteRequest& request;
+  const WorkList& work;
+  BuildBoard& builds;
+  store::Store& db;
+  SuiteSummary& summary;
+  Clock::time_point started;
+  std::map<std::string, std::unique_ptr<DeviceGate>> gates;
+  std::vector<std::string> threads_on;  // the device of each thread
+  size_t devices = 1;                   // as named (cpu,cpu is two)
+  std::mutex lock;
+  TaskPicker picker;
+  std::set<fs::path> broken_problems;
+  std::set<fs::path> compile_counted;  // a build shared by identical files counts once
+  std::set<std::string> unhealthy;     // devices that failed a health check
+  size_t finished = 0;
+
+  SharedRun(const SuiteRequest& r, const WorkList& w, BuildBoard& b, store::Store& d,
+            SuiteSummary& s)
+      : request(r), work(w), builds(b), db(d), summary(s), started(Clock::now()), picker(w.tasks) {}
+
+  // Under `lock`.
+  void log(const std::string& line) const {
+    if (request.settings.placement.progress) request.settings.placement.progress(line);
+  }
+};
+
+// One evaluation thread on one device: takes tasks (and reserves its next one, whose candidate
+// worker and reference it starts ahead), evaluates, stores, and stops when nothing is left or
+// its device failed a health check.
+class DeviceThread {
+ public:
+  DeviceThread(SharedRun& run, std::string device)
+      : run_(run),
+        device_(std::move(device)),
+        gate_(run.gates.at(device_).get()),
+        shared_device_(std::count(run.threads_on.begin(), run.threads_on.end(), device_) > 1) {}
+
+  void operator()() {
+    while (auto task = take()) {
+      if (!evaluate_and_store(task->index, std::move(task->ahead))) return;
+    }
+  }
+
+ private:
+  struct Taken {
+    size_t index;
+    std::shared_ptr<CandidateWorker> ahead;  // its worker, when it was this thread's reserved one
+  };
+
+  const Task& task(size_t k) const { return *run_.work.tasks[k]; }
+
+  EvalRequest request_for(size_t k) {
+    EvalRequest eval = run_.request.settings;
+    eval.problem = task(k).problem.path;
+    eval.candidate = task(k).candidate.path;
+    eval.settings.device = device_;
+    eval.placement.progress = nullptr;  // one line per candidate, not per stage
+    eval.placement.reference = &reference_;
+    // Always through the gate: besides other evaluations on the device, the reference of the
+    // next problem prepares ahead on it, and a timing run must exclude both.
+    eval.placement.gate = gate_;
+    return eval;
+  }
+
+  void leave() {
+    if (next_) run_.picker.put_back(*next_);
+    run_.picker.leave(current_);
+  }
+
+  // The next task, and the one after it reserved with its worker and reference started ahead;
+  // nullopt when this thread is done.
+  std::optional<Taken> take() {
+    std::optional<Taken> taken;
+    // Workers are stopped (destroyed) outside the lock: stopping one may take a moment.
+    std::shared_ptr<CandidateWorker> dropped;
+    {
+      std::lock_guard guard(run_.lock);
+      while (!taken) {
+        if (run_.unhealthy.count(device_)) {
+          leave();
+          return std::nullopt;
+        }
+        std::optional<size_t> picked;
+        std::shared_ptr<CandidateWorker> ahead;
+        if (next_ && run_.picker.claim(*next_)) {
+          picked = next_;
+          ahead = std::move(next_worker_);
+        }
+        dropped = std::move(next_worker_);  // its task was stolen by an idle thread
+        next_.reset();
+        auto built = [&](size_t k) { return run_.builds.is_built(run_.work.caches[k]); };
+        if (!picked) picked = run_.picker.pick(current_, run_.broken_problems, built);
+        if (!picked) picked = run_.picker.steal(current_);
+        if (!picked) {
+          leave();
+          return std::nullopt;
+        }
+        current_ = task(*picked).problem.path;
+        if (run_.broken_problems.count(current_)) continue;
+        next_ = run_.picker.pick(current_, run_.broken_problems, built, /*reserve=*/true);
+        if (next_) current_ = task(*next_).problem.path;
+        taken = Taken{*picked, std::move(ahead)};
+      }
+    }
+    start_ahead(taken->index);
+    return taken;
+  }
+
+  // The reserved task's candidate worker (process start, sandbox, torch import: 3.6 s per
+  // evaluation on the H200, docs/results/issue4-suite-bench-h200.md) and, when its problem is
+  // not this task's, its reference session, started beside this evaluation. Only sessions for
+  // this task and the next are kept.
+  void start_ahead(size_t i) {
+    const fs::path this_problem = fs::absolute(task(i).problem.path);
+    std::optional<fs::path> next_problem;
+    if (next_) next_problem = fs::absolute(task(*next_).problem.path);
+    std::erase_if(reference_.ahead, [&](const auto& entry) {
+      return entry.first != this_problem && entry.first != next_problem;
+    });
+    if (!next_) return;
+    try {
+      next_worker_ =
+          eval::start_candidate_worker(request_for(*next_), run_.work.candidate_sha256[*next_]);
+    } catch (const std::exception&) {
+      next_worker_.reset();  // started again, and its failure reported, in its evaluation
+    }
+    if (*next_problem != this_problem && !reference_.ahead.contains(*next_problem)) {
+      try {
+        reference_.ahead[*next_problem] = eval::start_reference_session(request_for(*next_));
+      } catch (const std::exception&) {
+        // Nothing was kept (the session is made before the entry): started in its evaluation.
+      }
+    }
+  }
+
+  // A failure while other evaluations shared the device may be theirs (device memory taken, a
+  // hang slowing every context): the candidate is evaluated again with the device to itself, and
+  // that verdict stands.
+  Result evaluate_with_retry(EvalRequest& eval) {
+    Result result = eval::evaluate(eval);
+    eval.placement.prestarted.reset();  // the evaluation stopped it; this frees its folder now
+    if (shared_device_ &&
+        (result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout)) {
+      auto alone = gate_->exclusive();
+      EvalRequest solo = eval;
+      solo.placement.gate = nullptr;
+      solo.placement.prestarted = nullptr;
+      std::string first =
+          fmt::format("{}: {}", to_string(result.verdict), judge::first_line(result.reason));
+      result = eval::evaluate(solo);
+      result.add_flag("evaluated_alone", Severity::Info,
+                      fmt::format("with the device shared the first attempt ended {}; this "
+                                  "verdict is from a second attempt with the device alone",
+                                  first));
+    }
+    return result;
+  }
+
+  // False when the device failed its health check (this thread stops).
+  bool evaluate_and_store(size_t i, std::shared_ptr<CandidateWorker> ahead) {
+    const auto& t = task(i);
+    double built_in = run_.builds.wait(run_.work.caches[i]);
+    EvalRequest eval = request_for(i);
+    eval.placement.prestarted = std::move(ahead);
+    Result result;
+    try {
+      result = evaluate_with_retry(eval);
+    } catch (const eval::UsageError& error) {
+      // A broken problem is no candidate's fault: nothing is stored, a rerun retries it.
+      std::lock_guard guard(run_.lock);
+      if (run_.broken_problems.insert(t.problem.path).second) {
+        run_.summary.broken_problems.push_back({t.problem.path, error.what()});
+        run_.log(fmt::format("problem {} cannot be evaluated: {}", t.problem.path.string(),
+                             error.what()));
+      }
+      return true;
+    } catch (const std::exception& error) {
+      // A fault inside kbv on this one task (the evaluator turns the candidate's own doings into
+      // verdicts) must not end every other evaluation of the run: it is reported, nothing is
+      // stored, and a rerun retries the task.
+      std::lock_guard guard(run_.lock);
+      run_.summary.failed_inside_kbv.push_back({t.candidate.path, error.what()});
+      run_.log(fmt::format("evaluating {} failed inside kbv: {}; nothing stored, a rerun retries "
+                           "it",
+                           t.candidate.path.string(), error.what()));
+      return true;
+    }
+    {
+      // The build ahead of evaluation is this result's compile time too.
+      std::lock_guard guard(run_.lock);
+      double build = run_.compile_counted.insert(run_.work.caches[i]).second ? built_in : 0.0;
+      auto& split = result.durations_s["split"];
+      result.durations_s["build_ahead"] = build;
+      split["compile"] = split.value("compile", 0.0) + build;
+      for (const auto& [part, value] : split.items()) {
+        run_.summary.split[part] = run_.summary.split.value(part, 0.0) + value.get<double>();
+      }
+      run_.summary.reference_sessions += reference_.sessions_started - sessions_counted_;
+      sessions_counted_ = reference_.sessions_started;
+    }
+    run_.db.put({run_.work.keys[i], t.candidate.run, t.problem.name, t.candidate.level,
+                 t.candidate.problem_id, t.candidate.sample},
+                result.to_json());
+    bool healthy = true;
+    if (device_.starts_with("cuda") &&
+        (result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout)) {
+      healthy = device_healthy(device_);
+    }
+    std::lock_guard guard(run_.lock);
+    auto& summary = run_.summary;
+    ++summary.evaluated;
+    ++run_.finished;
+    summary.verdicts[std::string(to_string(result.verdict))] += 1;
+    const size_t total = run_.work.tasks.size();
+    const auto devices = static_cast<double>(run_.devices);
+    double per = since(run_.started) / static_cast<double>(run_.finished) / devices;
+    run_.log(fmt::format("[{}/{}] {} {} on {}: {} | {} | ETA {:.0f} s", run_.finished, total,
+                         t.candidate.run, t.candidate.path.filename().string(), device_,
+                         to_string(result.verdict), counts(summary.verdicts),
+                         per * static_cast<double>(total - run_.finished)));
+    if (healthy) return true;
+    if (run_.unhealthy.insert(device_).second) {
+      run_.log(fmt::format("{} failed its health check after that candidate; no more work is "
+                           "sent to it in this run",
+                           device_));
+    }
+    leave();
+    return false;
+  }
+
+  SharedRun& run_;
+  const std::string device_;
+  DeviceGate* gate_;
+  const bool shared_device_;
+  ReferenceSlot reference_;  // this thread's kept reference work, one problem at a time
+  int sessions_counted_ = 0;
+  fs::path current_;  // the problem of the last task taken
+  // The thread's next task, reserved when the current one starts, and its candidate's worker.
+  std::optional<size_t> next_;
+  std::shared_ptr<CandidateWorker> next_worker_;
+};
+
+}  // namespace
+
+SuiteSummary run_suite(const SuiteRequest& request) {
+  SuiteSummary summary;
+  const auto& progress = request.settings.placement.progress;
+  auto log = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  if (!fs::exists(request.problems)) {
+    throw eval::UsageError(
+        fmt::format("problem folder {} does not exist", request.problems.string()));
+  }
+  if (!fs::exists(request.candidates)) {
+    throw eval::UsageError(
+        fmt::format("candidate folder {} does not exist", request.candidates.string()));
+  }
+  auto found = pair_candidates(find_problems(request.problems), request.candidates);
+  summary.unmatched = found.unmatched;
+  summary.tasks = static_cast<int>(found.tasks.size());
+  for (const auto& u : found.unmatched) log(fmt::format("skipped {}: {}", u.path.string(), u.reason));
+
+  store::Store db(request.database);
+  const WorkList work = work_left(found.tasks, db, request, summary);
+  log(fmt::format("{} tasks: {} already in {}, {} to evaluate{}", summary.tasks,
+                  summary.already_done, request.database.string(), work.tasks.size(),
+                  summary.evaluated_again > 0
+                      ? fmt::format(" ({} stored timeouts again, under a longer timeout)",
+                                    summary.evaluated_again)
+                      : ""));
+  if (work.tasks.empty()) return summary;
+
+  const auto& work_dir = request.settings.placement.work_dir;
+  auto scratch = (work_dir.empty() ? fs::temp_directory_path() : work_dir) /
+                 fmt::format("kbv-build-{}", ::getpid());
+  BuildBoard builds;
+  SharedRun run(request, work, builds, db, summary);
+
+  // Builds run beside the evaluation: each candidate waits only for its own. Their progress
+  // lines go through the run's lock.
+  EvalRequest build_settings = request.settings;
+  if (progress) {
+    build_settings.placement.progress = [&](const std::string& line) {
+      std::lock_guard guard(run.lock);
+      progress(line);
+    };
+  }
+  std::thread builder([&] {
+    try {
+      build_ahead(work.tasks, work.caches, build_settings, request.build_jobs, scratch,
+                  [&](const fs::path& cache, double seconds) { builds.built(cache, seconds); });
+    } catch (const std::exception& error) {
+      std::lock_guard guard(run.lock);
+      log(fmt::format("building ahead stopped: {}; candidates build as they are evaluated",
+                      error.what()));
+    }
+    builds.finish();
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+    summary.build_seconds = since(run.started);
+  });
+
+  auto devices = request.devices.empty()
+                     ? std::vector<std::string>{request.settings.settings.device}
+                     : request.devices;
+  // Several evaluations per device share it through its gate: only timing is exclusive.
+  const int cuda_devices = static_cast<int>(std::count_if(
+      devices.begin(), devices.end(), [](const std::string& d) { return d.starts_with("cuda"); }));
+  run.devices = devices.size();
+  for (const auto& device : devices) {
+    auto& gate = run.gates[device];
+    if (!gate) gate = std::make_unique<DeviceGate>();
+    int per = request.workers_per_device > 0
+                  ? request.workers_per_device
+                  : default_workers_per_device(device, cuda_devices,
+                                               std::thread::hardware_concurrency());
+    for (int k = 0; k < per; ++k) run.threads_on.push_back(device);
+  }
+  std::vector<std::thread> threads;
+  for (const auto& device : run.threads_on) threads.emplace_back(DeviceThread(run, device));
+  for (auto& t : threads) t.join();
+  builder.join();
+  summary.evaluation_seconds = since(run.started);
+  return summary;
+}
+
+}  // namespace kbv::schedule

@@ -1,0 +1,58 @@
+// `kbv run`: every (problem, candidate) pair of a suite, built in parallel beside the evaluation,
+// evaluated several at a time per device with one timing at a time per device, each result
+// stored as it finishes; a rerun resumes where it stopped (schedule/resume.hpp).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "eval/eval_request.hpp"
+#include "schedule/discovery.hpp"
+
+namespace kbv::schedule {
+
+struct SuiteRequest {
+  std::filesystem::path problems;
+  std::filesystem::path candidates;
+  std::filesystem::path database;
+  // Settings, limits and placement (cache, work dir, progress); problem and candidate are per
+  // task, and the placement's reference slot, gate and worker ahead are the suite's own.
+  eval::EvalRequest settings;
+  int build_jobs = 2;  // candidates built at once, ahead of evaluation
+  // The devices, pulling from one queue. Empty: settings.device alone. The same device may be
+  // named twice ("cpu,cpu") to run two evaluations side by side.
+  std::vector<std::string> devices;
+  // Evaluations at once on each device (0: default_workers_per_device). They overlap everything
+  // but timing, which holds the device alone (eval/device_gate.hpp): one measurement per device.
+  int workers_per_device = 0;
+};
+
+struct SuiteSummary {
+  int tasks = 0;
+  int already_done = 0;
+  int evaluated_again = 0;  // stored timeouts retried under a longer timeout
+  int evaluated = 0;
+  std::map<std::string, int> verdicts;
+  std::vector<Unmatched> unmatched;
+  // Problems the reference could not load or run: their tasks were not evaluated (nothing is
+  // stored, so a rerun retries them). Always reported, also in quiet mode.
+  std::vector<Unmatched> broken_problems;
+  // Tasks whose evaluation failed inside kbv itself (not a verdict): nothing is stored, so a
+  // rerun retries them. Always reported.
+  std::vector<Unmatched> failed_inside_kbv;
+  double build_seconds = 0, evaluation_seconds = 0;
+  // Where the time went, summed over this run's results (durations_s.split of each): compile
+  // (the build ahead of evaluation plus loading the candidate), reference (calls to the
+  // reference worker), candidate (calls to the candidate worker, loading excepted), idle (the
+  // rest of each evaluation: process starts, comparisons, file work).
+  nlohmann::json split = nlohmann::json::object();
+  int reference_sessions = 0;  // reference workers started (problem x device x key)
+};
+
+// Progress goes to `request.settings.placement.progress` as one line per event.
+SuiteSummary run_suite(const SuiteRequest& request);
+
+}  // namespace kbv::schedule
