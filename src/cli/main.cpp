@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "core/flags.hpp"
 #include "core/result.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/protocol.hpp"
@@ -224,6 +225,8 @@ int main(int argc, char** argv) {
   auto* protocol_cmd =
       app.add_subcommand("worker-protocol", "print the declared worker protocol as JSON");
   protocol_cmd->group("");
+  auto* flags_cmd = app.add_subcommand("flag-catalogue", "print the flag catalogue as JSON");
+  flags_cmd->group("");
   std::string compare_a, compare_b;
   auto* comparer = app.add_subcommand("compare", "two run databases side by side");
   comparer->add_option("a", compare_a, "first run database")->required();
@@ -246,6 +249,16 @@ int main(int argc, char** argv) {
   try {
     if (protocol_cmd->parsed()) {
       fmt::print("{}\n", kbv::orchestrate::worker_protocol_json().dump(2));
+      return 0;
+    }
+    if (flags_cmd->parsed()) {
+      nlohmann::json flags = nlohmann::json::array();
+      for (const auto& f : kbv::flag_catalogue()) {
+        nlohmann::json severities = {kbv::to_string(f.severity)};
+        if (f.also) severities.push_back(kbv::to_string(*f.also));
+        flags.push_back({{"id", f.id}, {"severities", severities}, {"meaning", f.meaning}});
+      }
+      fmt::print("{}\n", flags.dump(2));
       return 0;
     }
     if (eval->parsed()) {

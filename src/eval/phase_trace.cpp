@@ -64,7 +64,8 @@ void trace_kernels(CandidateSide& side, const json& c, const json& scan, TraceRe
     std::vector<std::string> own;
     for (const auto& k : scan.value("kernels", json::array())) own.push_back(k.get<std::string>());
     int calls = 0;
-    for (const auto& [name, count] : record.value("extension_calls", json::object()).items()) {
+    const json extension_calls = record.value("extension_calls", json::object());
+    for (const auto& [name, count] : extension_calls.items()) {
       calls += count.get<int>();
     }
     calls = gpu.value("extension_calls", calls);  // counted in the traced forward itself

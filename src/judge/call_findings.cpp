@@ -89,7 +89,8 @@ void CallJudge::forward(const json& answer, const std::string& case_id, Findings
 }
 
 void judge_static_scan(const json& scan, Findings& out) {
-  for (const auto& [id, finding] : scan.value("findings", json::object()).items()) {
+  const json findings = scan.value("findings", json::object());
+  for (const auto& [id, finding] : findings.items()) {
     auto severity = finding.value("severity", "info") == "warn" ? Severity::Warn : Severity::Info;
     std::string evidence;
     for (const auto& e : finding.value("evidence", json::array())) {

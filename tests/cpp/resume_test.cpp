@@ -1,0 +1,56 @@
+// What a rerun of kbv run does with a stored result (schedule/resume.hpp), and the store key's
+// settings part (EvalSettings::key): limits are not in the key; a stored timeout is evaluated
+// again only under a longer timeout than it ran under.
+#include <gtest/gtest.h>
+
+#include "eval/eval_request.hpp"
+#include "schedule/resume.hpp"
+
+namespace kbv::schedule {
+namespace {
+using nlohmann::json;
+
+json stored(const std::string& verdict, int compile_s, int call_s) {
+  return {{"verdict", verdict},
+          {"limits", {{"compile_timeout_s", compile_s}, {"call_timeout_s", call_s}}}};
+}
+
+eval::EvalLimits limits(int compile_s, int call_s) {
+  eval::EvalLimits l;
+  l.compile_timeout = std::chrono::seconds(compile_s);
+  l.call_timeout = std::chrono::seconds(call_s);
+  return l;
+}
+
+TEST(Resume, StoredTimeoutIsEvaluatedAgainOnlyUnderALongerTimeout) {
+  EXPECT_FALSE(evaluate_again(stored("timeout", 900, 120), limits(900, 120)));
+  EXPECT_FALSE(evaluate_again(stored("timeout", 900, 120), limits(600, 60)));
+  EXPECT_TRUE(evaluate_again(stored("timeout", 900, 120), limits(900, 600)));
+  EXPECT_TRUE(evaluate_again(stored("timeout", 900, 120), limits(1800, 120)));
+}
+
+TEST(Resume, OtherVerdictsAndOldRowsAreKept) {
+  for (const char* verdict : {"correct", "incorrect", "rejected", "compile_error", "runtime_error"}) {
+    EXPECT_FALSE(evaluate_again(stored(verdict, 900, 120), limits(9000, 9000))) << verdict;
+  }
+  // Written before results recorded their limits: kept as they are.
+  EXPECT_FALSE(evaluate_again(json{{"verdict", "timeout"}}, limits(9000, 9000)));
+}
+
+TEST(StoreKey, LimitsAndPlacementAreNotInTheKeySettingsAre) {
+  eval::EvalRequest a, b;
+  b.limits = limits(1, 1);
+  b.placement.work_dir = "/elsewhere";
+  b.settings.device = "cuda:1";
+  a.settings.device = "cuda:0";
+  EXPECT_EQ(a.settings.key(), b.settings.key());  // same device kind, limits apart
+  b.settings.hidden_draws = 5;
+  EXPECT_NE(a.settings.key(), b.settings.key());
+  eval::EvalSettings unsandboxed;
+  unsandboxed.sandbox = false;
+  EXPECT_NE(eval::EvalSettings{}.key(), unsandboxed.key());
+  EXPECT_FALSE(eval::EvalSettings{}.key().contains("sandbox"));  // earlier databases' keys hold
+}
+
+}  // namespace
+}  // namespace kbv::schedule
