@@ -19,11 +19,11 @@
 #include "eval/evaluator.hpp"
 #include "eval/protocol.hpp"
 #include "orchestrate/worker_protocol.hpp"
-#include "schedule/devices.hpp"
-#include "schedule/suite.hpp"
 #include "report/compare.hpp"
 #include "report/export.hpp"
 #include "report/summary.hpp"
+#include "schedule/devices.hpp"
+#include "schedule/suite.hpp"
 #include "store/store.hpp"
 
 namespace fs = std::filesystem;
@@ -62,7 +62,8 @@ struct EvalOptions {
   void add_to(CLI::App* cmd) {
     cmd->add_option("--device,-d", device,
                     "cpu, cuda or cuda:N (default: the first CUDA GPU if present, else cpu)");
-    cmd->add_option("--protocol", request.settings.protocol, "verified (default), kbv-paper or standard")
+    cmd->add_option("--protocol", request.settings.protocol,
+                    "verified (default), kbv-paper or standard")
         ->check(CLI::IsMember(kbv::eval::protocol_names()));
     cmd->add_option("--size", request.settings.size,
                     "problem size for the bundled suite: small (default) or large")
@@ -86,10 +87,14 @@ struct EvalOptions {
     cmd->add_option("--compile-timeout", compile_timeout,
                     "seconds allowed to build and import a candidate (default 900)")
         ->check(CLI::Range(1, 86400));
-    cmd->add_option("--cache-dir", request.placement.cache_dir, "build cache (default ~/.cache/kbv)");
-    cmd->add_option("--work-dir", request.placement.work_dir, "where run directories go (default: TMPDIR)");
-    cmd->add_flag("--keep-work-dir", request.placement.keep_work_dir, "keep inputs, outputs and logs");
-    cmd->add_flag("--no-sandbox{false}", request.settings.sandbox, "run candidates without isolation");
+    cmd->add_option("--cache-dir", request.placement.cache_dir,
+                    "build cache (default ~/.cache/kbv)");
+    cmd->add_option("--work-dir", request.placement.work_dir,
+                    "where run directories go (default: TMPDIR)");
+    cmd->add_flag("--keep-work-dir", request.placement.keep_work_dir,
+                  "keep inputs, outputs and logs");
+    cmd->add_flag("--no-sandbox{false}", request.settings.sandbox,
+                  "run candidates without isolation");
     cmd->add_flag("--quiet,-q", quiet, "no progress lines");
   }
 
@@ -100,7 +105,9 @@ struct EvalOptions {
     request.limits.call_timeout = std::chrono::seconds(call_timeout);
     if (request.placement.cache_dir.empty()) request.placement.cache_dir = default_cache_dir();
     if (!quiet) {
-      request.placement.progress = [](const std::string& line) { fmt::print(stderr, "[kbv] {}\n", line); };
+      request.placement.progress = [](const std::string& line) {
+        fmt::print(stderr, "[kbv] {}\n", line);
+      };
     }
     if (!(request.settings.device == "cpu" || request.settings.device == "cuda" ||
           request.settings.device.starts_with("cuda:"))) {

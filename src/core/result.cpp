@@ -73,7 +73,8 @@ nlohmann::json Result::to_json() const {
       {"reason", reason},           {"flags", flag_list},      {"correctness", families},
       {"timing", timing},           {"speedup", speedup},      {"memory", memory},
       {"problem", problem},         {"candidate", candidate},  {"protocol", protocol},
-      {"environment", environment}, {"isolation", isolation},  {"durations_s", durations_s}, {"limits", limits},
+      {"environment", environment}, {"isolation", isolation},  {"durations_s", durations_s},
+      {"limits", limits},
   };
   if (!error_detail.empty()) out["error_detail"] = error_detail;
   return out;

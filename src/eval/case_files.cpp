@@ -58,8 +58,7 @@ judge::OutputsJudgement CaseFiles::judge(const json& c, const fs::path& output,
   auto golden = tensor::SafetensorsFile::open(c["golden"].get<std::string>());
   return judge::judge_outputs([&](std::string_view name) { return opened->find(name); },
                               [&](std::string_view name) { return golden.find(name); },
-                              c["outputs"].get<int>(), protocol.reference_variant,
-                              protocol.policy);
+                              c["outputs"].get<int>(), protocol.reference_variant, protocol.policy);
 }
 
 bool CaseFiles::same_bytes(const fs::path& a, const fs::path& b, judge::Findings& findings) {

@@ -41,8 +41,7 @@ class CaseFiles {
                                                             judge::Findings& findings);
 
   // Every output in `output` against case `c`'s golden outputs.
-  static judge::OutputsJudgement judge(const nlohmann::json& c,
-                                       const std::filesystem::path& output,
+  static judge::OutputsJudgement judge(const nlohmann::json& c, const std::filesystem::path& output,
                                        const Protocol& protocol, judge::Findings& findings);
 
   // The two output files hold the same bytes (determinism is recorded, not required).

@@ -6,14 +6,14 @@ namespace kbv::eval {
 
 nlohmann::json EvalSettings::key() const {
   nlohmann::json key = {{"protocol", protocol},
-          {"device", cuda() ? "cuda" : "cpu"},
-          {"size", size},
-          {"draws", hidden_draws},
-          {"timing_profile", timing_profile},
-          {"samples", timing_samples},
-          {"rounds", timing_rounds},
-          {"measure", measure},
-          {"kbv", std::string(kVersion)}};
+                        {"device", cuda() ? "cuda" : "cpu"},
+                        {"size", size},
+                        {"draws", hidden_draws},
+                        {"timing_profile", timing_profile},
+                        {"samples", timing_samples},
+                        {"rounds", timing_rounds},
+                        {"measure", measure},
+                        {"kbv", std::string(kVersion)}};
   // Keyed apart only when off, so the keys of sandboxed results (every earlier database's) hold.
   if (!sandbox) key["sandbox"] = false;
   return key;

@@ -116,19 +116,19 @@ class Evaluation {
     exchange_.emplace(session, *worker_, request_.placement.gate, request_.limits);
     WorkerExchange& workers = *exchange_;
     CaseFiles files(worker_->folder);
-    CandidateSide side{request_.problem, workers,   protocol_, files,
-                       findings_,        call_judge_, request_.placement.progress};
+    CandidateSide side{
+        request_.problem,           workers, protocol_, files, findings_, call_judge_,
+        request_.placement.progress};
 
     if (session.loaded.is_null()) {  // else reused or loaded ahead
       say("loading the problem");
       load_problem_into(session, request_, workers.reference_call());
     }
     describe_problem(result, session, problem_sha256, candidate_sha256);
-    workers.send_candidate(
-        worker_request(cmd::kLoadCandidate,
-                       {{"candidate", fs::absolute(request_.candidate).string()},
-                        {"device", request_.settings.device},
-                        {"init_inputs_path", init_inputs_file(session.run_dir).string()}}));
+    workers.send_candidate(worker_request(
+        cmd::kLoadCandidate, {{"candidate", fs::absolute(request_.candidate).string()},
+                              {"device", request_.settings.device},
+                              {"init_inputs_path", init_inputs_file(session.run_dir).string()}}));
 
     // The reference draws every case while the candidate builds (once per problem and key).
     auto t = Clock::now();
@@ -149,8 +149,7 @@ class Evaluation {
     }
     result.candidate["import_seconds"] = loaded.result.value("import_seconds", 0.0);
     call_judge_.numerics(loaded.result, findings_);
-    judge::CallJudge::harness(loaded.result, "importing and constructing the candidate",
-                              findings_);
+    judge::CallJudge::harness(loaded.result, "importing and constructing the candidate", findings_);
     // Static scan of the candidate's source by the (trusted) reference worker: evidence only.
     auto scan = workers.reference(
         worker_request(cmd::kScan, {{"candidate", fs::absolute(request_.candidate)}}));
@@ -219,12 +218,9 @@ class Evaluation {
   void describe_problem(Result& result, const ReferenceSession& session,
                         const std::string& problem_sha256, const std::string& candidate_sha256) {
     const auto& r = session.loaded;
-    result.problem = {{"name", r["name"]},
-                      {"path", fs::absolute(request_.problem).string()},
-                      {"sha256", problem_sha256},
-                      {"size", request_.settings.size},
-                      {"inputs", r["inputs"]},
-                      {"degenerate", false}};
+    result.problem = {{"name", r["name"]},        {"path", fs::absolute(request_.problem).string()},
+                      {"sha256", problem_sha256}, {"size", request_.settings.size},
+                      {"inputs", r["inputs"]},    {"degenerate", false}};
     result.candidate["sha256"] = candidate_sha256;
     result.environment = r["environment"];
     result.environment["kbv_version"] = std::string(kVersion);
@@ -277,8 +273,7 @@ class Evaluation {
     if (!session.audit) {
       std::vector<judge::AuditCase> audit_cases;
       for (const auto& c : cases) {
-        audit_cases.push_back(
-            {c["id"], c["golden"].get<std::string>(), c.value("input_rms", 0.0)});
+        audit_cases.push_back({c["id"], c["golden"].get<std::string>(), c.value("input_rms", 0.0)});
       }
       session.audit = judge::audit_problem(audit_cases);
     }

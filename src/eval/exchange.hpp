@@ -31,8 +31,7 @@ class WorkerExchange {
   ReferenceCall reference_call();
   // One exchange with the candidate's worker (call_timeout unless given).
   orchestrate::Response candidate(const nlohmann::json& request);
-  orchestrate::Response candidate(const nlohmann::json& request,
-                                  std::chrono::milliseconds timeout);
+  orchestrate::Response candidate(const nlohmann::json& request, std::chrono::milliseconds timeout);
   // The load, split so the reference draws while the candidate builds; not gated (the build
   // is CPU work and may take minutes). receive_candidate's wait is counted by the caller as
   // compile time.

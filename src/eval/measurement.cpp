@@ -125,10 +125,10 @@ TimingRun run_timing(const TimingPlan& plan, const SideCall& call, bool cuda,
     }
     for (int index : stats::round_order(static_cast<int>(sides.size()), round)) {
       const std::string& who = sides[static_cast<size_t>(index)];
-      json request = orchestrate::worker_request(orchestrate::cmd::kTime,
-                                                 {{"calls", plan.per_round},
-                                                  {"warmup", round == 0 ? 3 : 1},
-                                                  {"steady_warmup", round == 0}});
+      json request =
+          orchestrate::worker_request(orchestrate::cmd::kTime, {{"calls", plan.per_round},
+                                                                {"warmup", round == 0 ? 3 : 1},
+                                                                {"steady_warmup", round == 0}});
       auto response = call(who, request);
       if (!response) return run;
       auto& into = run.samples[who];
@@ -163,7 +163,8 @@ TimingRun run_timing(const TimingPlan& plan, const SideCall& call, bool cuda,
   if (plan.secondary_calls > 0) {
     say("timing the secondary figures (host-inclusive, hot back-to-back)");
     for (const auto& who : sides) {
-      auto response = call(who, orchestrate::worker_request(orchestrate::cmd::kTimeSecondary, {{"calls", plan.secondary_calls}}));
+      auto response = call(who, orchestrate::worker_request(orchestrate::cmd::kTimeSecondary,
+                                                            {{"calls", plan.secondary_calls}}));
       if (!response) return run;
       json& side = timing[side_key(who)];
       for (const char* figure : {"host_inclusive", "hot"}) {
@@ -180,7 +181,8 @@ TimingRun run_timing(const TimingPlan& plan, const SideCall& call, bool cuda,
   if (plan.audit_calls > 0) {
     say("kernel-activity audit");
     for (const std::string who : {"cand", "tf32"}) {
-      auto response = call(who, orchestrate::worker_request(orchestrate::cmd::kKernelAudit, {{"calls", plan.audit_calls}}));
+      auto response = call(who, orchestrate::worker_request(orchestrate::cmd::kKernelAudit,
+                                                            {{"calls", plan.audit_calls}}));
       if (!response) return run;
       timing[side_key(who)]["kernel_audit"] = *response;
     }

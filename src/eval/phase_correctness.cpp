@@ -90,7 +90,8 @@ RecheckRecord run_rechecks(CandidateSide& side, const json& cases) {
   const json& a = cases[0];
   const json& b = cases.size() > 1 ? cases[1] : cases[0];
   const std::string a_id = a["id"].get<std::string>(), b_id = b["id"].get<std::string>();
-  auto run = [&](const json& c, const std::string& tag, const json& extra) -> std::optional<fs::path> {
+  auto run = [&](const json& c, const std::string& tag,
+                 const json& extra) -> std::optional<fs::path> {
     const std::string id = c["id"].get<std::string>();
     auto output = side.files.output_of(c, tag);
     json request = run_case_request(c, output);
@@ -116,9 +117,9 @@ RecheckRecord run_rechecks(CandidateSide& side, const json& cases) {
   out.record["determinism"] = {
       {"case", a["id"]}, {"passed", repeated.passed}, {"bitwise_equal", bitwise}};
   if (!repeated.passed) {
-    side.findings.add("nondeterministic", Severity::Reject,
-                      fmt::format("{} passed once and failed when run again: {}", a_id,
-                                  repeated.reason));
+    side.findings.add(
+        "nondeterministic", Severity::Reject,
+        fmt::format("{} passed once and failed when run again: {}", a_id, repeated.reason));
   }
 
   auto reused = run(b, "same-buffers", {{"reuse", "recheck"}});

@@ -69,8 +69,8 @@ TimingRecord measure_timing(CandidateSide& side, const json& prepared,
     }
     return timed.result;
   };
-  auto plan = plan_timing(settings.timing_profile, settings.timing_samples,
-                          settings.timing_rounds, cuda);
+  auto plan =
+      plan_timing(settings.timing_profile, settings.timing_samples, settings.timing_rounds, cuda);
   auto exclusive = side.workers.exclusive();  // nothing else runs on the device while this times
   auto started = Clock::now();
   auto timing = run_timing(plan, call_side, cuda, side.progress);
@@ -99,15 +99,16 @@ json check_roofline(CandidateSide& side, bool cuda, const std::string& device_na
     auto r = side.workers.reference(
         worker_request(cmd::kRoofline, {{"measure_peaks", !peaks.has_value()}}));
     if (!r.ok()) {
-      return {{"skipped", "the reference could not count its cost: " + judge::first_line(r.message)}};
+      return {
+          {"skipped", "the reference could not count its cost: " + judge::first_line(r.message)}};
     }
     session_roofline = r.result;
   }
   const json& c = session_roofline;
   if (!peaks) {
     json m = c.value("measured_peaks", json::object());
-    peaks = judge::from_measured(m.value("copy_bytes_per_s", 0.0),
-                                 m.value("matmul_flops_per_s", 0.0));
+    peaks =
+        judge::from_measured(m.value("copy_bytes_per_s", 0.0), m.value("matmul_flops_per_s", 0.0));
   }
   judge::ReferenceCost cost{c.value("flops", 0.0),
                             c.value("input_bytes", 0.0) + c.value("state_bytes", 0.0),

@@ -12,9 +12,9 @@ namespace {
 
 // The candidate's `trace` command on case `c`, for one part: "ops" or "gpu".
 json trace_request(const json& c, const char* part) {
-  return worker_request(cmd::kTrace, {{"inputs", c["inputs"]},
-                                      {"state", c["state"]},
-                                      {"parts", json::array({part})}});
+  return worker_request(
+      cmd::kTrace,
+      {{"inputs", c["inputs"]}, {"state", c["state"]}, {"parts", json::array({part})}});
 }
 
 void add_trace_flag(CandidateSide& side, const Flag& flag) {

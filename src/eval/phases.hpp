@@ -39,8 +39,8 @@ struct CandidateSide {
 
 // -- correctness: every hidden case, then the re-checks ------------------------------------------
 struct CorrectnessRecord {
-  std::vector<FamilyResult> families;          // every family of the protocol, in its order
-  std::optional<judge::FailedStage> failed;    // a forward that did not complete
+  std::vector<FamilyResult> families;        // every family of the protocol, in its order
+  std::optional<judge::FailedStage> failed;  // a forward that did not complete
   bool all_passed() const;
 };
 CorrectnessRecord check_correctness(CandidateSide& side, const nlohmann::json& cases);

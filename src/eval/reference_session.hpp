@@ -56,10 +56,10 @@ struct ReferenceSession {
   nlohmann::json prepared;
   nlohmann::json prepared_redraw;
   std::optional<judge::ProblemAudit> audit;  // of `prepared`, once computed
-  nlohmann::json memory;              // the baseline's memory answer, null until measured
-  nlohmann::json roofline;            // the baseline's cost (roofline answer), null until counted
-  int preparations = 0;               // prepare calls made by this session
-  int candidates = 0;                 // candidates that used it
+  nlohmann::json memory;                     // the baseline's memory answer, null until measured
+  nlohmann::json roofline;  // the baseline's cost (roofline answer), null until counted
+  int preparations = 0;     // prepare calls made by this session
+  int candidates = 0;       // candidates that used it
   bool keep_run_dir = false;
   // A session started ahead (start_reference_session) loads the problem and draws its cases on
   // this thread while the device thread's current evaluation runs; whoever uses or destroys

@@ -71,10 +71,10 @@ json draw_cases_of(const ReferenceSession& session, const Protocol& protocol, co
       for (auto& n : response.result["notes"]) prepared["notes"].push_back(std::move(n));
     }
   }
-  auto timing = call(worker_request(cmd::kPrepareTimingSets,
-                                    {{"cases", prepared["cases"]},
-                                     {"directory", session.run_dir.string()},
-                                     {"timing_families", protocol.timing_families}}));
+  auto timing = call(
+      worker_request(cmd::kPrepareTimingSets, {{"cases", prepared["cases"]},
+                                               {"directory", session.run_dir.string()},
+                                               {"timing_families", protocol.timing_families}}));
   require_reference_answer(timing, problem, "preparing the timing inputs");
   prepared["timing_inputs"] = timing.result["timing_inputs"];
   prepared["timing_golden"] = timing.result["timing_golden"];
@@ -134,8 +134,8 @@ ReferenceKey requested_key(const EvalRequest& request, const Protocol& protocol,
 std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request) {
   const Protocol protocol =
       protocol_by_name(request.settings.protocol, request.settings.hidden_draws);
-  auto session =
-      new_reference_session(request, requested_key(request, protocol, sha256_file(request.problem)));
+  auto session = new_reference_session(
+      request, requested_key(request, protocol, sha256_file(request.problem)));
   session->worker = start_reference_worker(request, session->run_dir);
   // The problem is loaded and its cases drawn on a thread of the session's own, each call under
   // the device's gate like any evaluation's (a timing run on the device excludes them); the

@@ -61,9 +61,9 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
 struct ReferenceLease {
   ReferenceSession* session = nullptr;      // the slot's, or `owned`
   std::unique_ptr<ReferenceSession> owned;  // when the request has no slot
-  bool reused = false;         // an earlier candidate used the session
-  bool started_ahead = false;  // kbv run started (and prepared) it ahead
-  double ahead_wait_s = 0;     // waiting for that preparation to finish
+  bool reused = false;                      // an earlier candidate used the session
+  bool started_ahead = false;               // kbv run started (and prepared) it ahead
+  double ahead_wait_s = 0;                  // waiting for that preparation to finish
 };
 
 // The slot's session when its key still holds (same problem content and path, device, protocol,

@@ -24,8 +24,8 @@ std::optional<std::string> judge_structure(const json& c, const json& run, Findi
   int expected = c["outputs"];
   if (run["structure"] != c["structure"] || static_cast<int>(outs.size()) != expected) {
     return fmt::format("returned {} ({} value{}) where the reference returns {} ({} value{})",
-                       run["structure"] == "tensor" ? "a single value" : "a sequence",
-                       outs.size(), outs.size() == 1 ? "" : "s",
+                       run["structure"] == "tensor" ? "a single value" : "a sequence", outs.size(),
+                       outs.size() == 1 ? "" : "s",
                        c["structure"] == "tensor" ? "a tensor" : "a sequence", expected,
                        expected == 1 ? "" : "s");
   }
@@ -43,9 +43,8 @@ std::optional<std::string> judge_structure(const json& c, const json& run, Findi
   return std::nullopt;
 }
 
-OutputsJudgement judge_outputs(const TensorLookup& candidate, const TensorLookup& golden,
-                               int count, std::string_view reference_variant,
-                               const check::Policy& policy) {
+OutputsJudgement judge_outputs(const TensorLookup& candidate, const TensorLookup& golden, int count,
+                               std::string_view reference_variant, const check::Policy& policy) {
   OutputsJudgement judged;
   judged.passed = true;
   for (int i = 0; i < count; ++i) {

@@ -28,16 +28,15 @@ std::optional<std::string> judge_structure(const nlohmann::json& c, const nlohma
 
 struct OutputsJudgement {
   bool passed = false;
-  std::string reason;                                   // the first failing output's
-  nlohmann::json outputs = nlohmann::json::array();     // per output: figures, budgets, index
+  std::string reason;                                // the first failing output's
+  nlohmann::json outputs = nlohmann::json::array();  // per output: figures, budgets, index
 };
 
 // Every one of `count` outputs of the candidate against the golden `<variant>.outI` and the
 // truth `truth.outI`. A candidate output that is missing fails; a golden one missing is kbv's
 // fault (throws std::runtime_error).
-OutputsJudgement judge_outputs(const TensorLookup& candidate, const TensorLookup& golden,
-                               int count, std::string_view reference_variant,
-                               const check::Policy& policy);
+OutputsJudgement judge_outputs(const TensorLookup& candidate, const TensorLookup& golden, int count,
+                               std::string_view reference_variant, const check::Policy& policy);
 
 // The case's outcome record (docs/result.md, correctness.cases) folded into its family.
 void add_case_to_family(FamilyResult& family, const nlohmann::json& outcome);

@@ -57,8 +57,8 @@ RooflineCheck assess_roofline(const ReferenceCost& cost, const DevicePeaks& peak
   return r;
 }
 
-void judge_roofline(const RooflineCheck& check, const ReferenceCost& cost,
-                    const DevicePeaks& peaks, Findings& out) {
+void judge_roofline(const RooflineCheck& check, const ReferenceCost& cost, const DevicePeaks& peaks,
+                    Findings& out) {
   if (!check.below) return;
   out.add("below_roofline", Severity::Reject,
           fmt::format("median time {:.4f} ms is below {} x the roofline floor {:.4f} ms: {:.4g} "

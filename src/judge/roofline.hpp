@@ -56,7 +56,7 @@ RooflineCheck assess_roofline(const ReferenceCost& cost, const DevicePeaks& peak
                               double candidate_ms, double safety = kRooflineSafety);
 
 // below_roofline (reject) with every figure as its evidence, when the check is below.
-void judge_roofline(const RooflineCheck& check, const ReferenceCost& cost,
-                    const DevicePeaks& peaks, Findings& out);
+void judge_roofline(const RooflineCheck& check, const ReferenceCost& cost, const DevicePeaks& peaks,
+                    Findings& out);
 
 }  // namespace kbv::judge

@@ -13,8 +13,8 @@ RunDirListing list_run_dir(const fs::path& run_dir) {
   }
   for (const char* sub : {"inputs", "state", "golden"}) {
     for (const auto& entry : fs::directory_iterator(run_dir / sub, ec)) {
-      out[fmt::format("{}/{}", sub, entry.path().filename().string())] = {entry.file_size(ec),
-                                                                        entry.last_write_time(ec)};
+      out[fmt::format("{}/{}", sub, entry.path().filename().string())] = {
+          entry.file_size(ec), entry.last_write_time(ec)};
     }
   }
   // The workers' logs grow while they run.

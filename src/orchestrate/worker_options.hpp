@@ -20,15 +20,15 @@ enum class WorkerKind {
 
 struct WorkerSpec {
   WorkerKind kind = WorkerKind::Candidate;
-  std::string size;            // KBV_SIZE for the problem files of the bundled suite
+  std::string size;  // KBV_SIZE for the problem files of the bundled suite
   bool sandbox = true;
   // Reference: its run directory (working directory and log). Candidate: its own folder, with
   // inputs/, state/, candidate/ (outputs) and scratch/. Build: its scratch folder.
   std::filesystem::path folder;
-  std::filesystem::path candidate_file;   // Candidate: bound read-only into its sandbox
-  std::filesystem::path extension_cache;  // Candidate, Build: TORCH_EXTENSIONS_DIR (writable)
+  std::filesystem::path candidate_file;        // Candidate: bound read-only into its sandbox
+  std::filesystem::path extension_cache;       // Candidate, Build: TORCH_EXTENSIONS_DIR (writable)
   unsigned long long scratch_quota_bytes = 0;  // Candidate, Build (orchestrate/scratch_quota)
-  std::chrono::seconds compile_timeout{900};  // Candidate: part of its CPU-time limit
+  std::chrono::seconds compile_timeout{900};   // Candidate: part of its CPU-time limit
   unsigned long long max_host_memory_bytes = 0;  // Candidate on the CPU device: heap cap
   bool cuda = false;  // the device is a GPU (CUDA maps large private regions: no heap cap)
 };

@@ -105,7 +105,8 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::vector<std::string> arg_strings = {
-      options.python, "-m", "kbv.worker", "--role", std::string(to_string(options.role)), "--in", "3", "--out", "4"};
+      options.python, "-m", "kbv.worker", "--role", std::string(to_string(options.role)),
+      "--in",         "3",  "--out",      "4"};
   std::vector<char*> argv;
   for (auto& s : arg_strings) argv.push_back(s.data());
   argv.push_back(nullptr);

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "orchestrate/sandbox.hpp"
-#include "orchestrate/worker_protocol.hpp"
 #include "orchestrate/scratch_quota.hpp"
+#include "orchestrate/worker_protocol.hpp"
 
 namespace kbv::orchestrate {
 

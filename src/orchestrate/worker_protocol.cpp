@@ -28,7 +28,8 @@ constexpr std::array kCommands = {
     WorkerCommand{cmd::kSetMapping, false, true, "which reference state feeds which parameter"},
     WorkerCommand{cmd::kRunCase, false, true, "one forward on a case's inputs; save the outputs"},
     WorkerCommand{cmd::kPrepareTiming, false, true, "load the timing inputs and state"},
-    WorkerCommand{cmd::kTrace, true, true, "operator trace (and the GPU kernel trace) of a forward"},
+    WorkerCommand{cmd::kTrace, true, true,
+                  "operator trace (and the GPU kernel trace) of a forward"},
     WorkerCommand{cmd::kTime, true, true, "one interleaved batch of timed forwards"},
     WorkerCommand{cmd::kTimeSecondary, true, true, "host-inclusive and hot-cache times"},
     WorkerCommand{cmd::kKernelAudit, true, true, "kernel spans against the event time (CUDA)"},
@@ -67,9 +68,10 @@ void require_served(WorkerRole role, const nlohmann::json& request) {
           : std::string();
   const WorkerCommand* command = find_worker_command(name);
   if (!command || !command->served_by(role)) {
-    throw std::logic_error(fmt::format("the {} worker serves no command '{}' "
-                                       "(orchestrate/worker_protocol.cpp)",
-                                       to_string(role), name));
+    throw std::logic_error(
+        fmt::format("the {} worker serves no command '{}' "
+                    "(orchestrate/worker_protocol.cpp)",
+                    to_string(role), name));
   }
 }
 

@@ -65,8 +65,7 @@ void build_ahead(const std::vector<const Task*>& tasks, const std::vector<fs::pa
       spec.folder = dir;
       spec.extension_cache = cache;
       spec.scratch_quota_bytes = settings.limits.max_scratch_bytes;
-      auto worker =
-          std::make_unique<orchestrate::WorkerProcess>(orchestrate::worker_options(spec));
+      auto worker = std::make_unique<orchestrate::WorkerProcess>(orchestrate::worker_options(spec));
       worker->send(orchestrate::worker_request(
           cmd::kImport, {{"candidate", fs::absolute(task->candidate.path).string()}}));
       running.push_back({std::move(worker), Clock::now(), cache});

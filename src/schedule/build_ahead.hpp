@@ -22,8 +22,8 @@ namespace kbv::schedule {
 // that builds nothing on import). A failed build is not an error here: the evaluation reports
 // it as compile_error.
 void build_ahead(const std::vector<const Task*>& tasks,
-                 const std::vector<std::filesystem::path>& caches, const eval::EvalRequest& settings,
-                 int jobs, const std::filesystem::path& scratch,
+                 const std::vector<std::filesystem::path>& caches,
+                 const eval::EvalRequest& settings, int jobs, const std::filesystem::path& scratch,
                  const std::function<void(const std::filesystem::path&, double)>& built);
 
 // What the evaluation threads know of the builds running beside them.

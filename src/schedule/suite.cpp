@@ -26,11 +26,11 @@
 namespace kbv::schedule {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using nlohmann::json;
 using eval::CandidateWorker;
 using eval::DeviceGate;
 using eval::EvalRequest;
 using eval::ReferenceSlot;
+using nlohmann::json;
 
 namespace {
 
@@ -270,9 +270,10 @@ class DeviceThread {
       // stored, and a rerun retries the task.
       std::lock_guard guard(run_.lock);
       run_.summary.failed_inside_kbv.push_back({t.candidate.path, error.what()});
-      run_.log(fmt::format("evaluating {} failed inside kbv: {}; nothing stored, a rerun retries "
-                           "it",
-                           t.candidate.path.string(), error.what()));
+      run_.log(
+          fmt::format("evaluating {} failed inside kbv: {}; nothing stored, a rerun retries "
+                      "it",
+                      t.candidate.path.string(), error.what()));
       return true;
     }
     {
@@ -310,9 +311,10 @@ class DeviceThread {
                          per * static_cast<double>(total - run_.finished)));
     if (healthy) return true;
     if (run_.unhealthy.insert(device_).second) {
-      run_.log(fmt::format("{} failed its health check after that candidate; no more work is "
-                           "sent to it in this run",
-                           device_));
+      run_.log(
+          fmt::format("{} failed its health check after that candidate; no more work is "
+                      "sent to it in this run",
+                      device_));
     }
     leave();
     return false;
@@ -349,7 +351,8 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   auto found = pair_candidates(find_problems(request.problems), request.candidates);
   summary.unmatched = found.unmatched;
   summary.tasks = static_cast<int>(found.tasks.size());
-  for (const auto& u : found.unmatched) log(fmt::format("skipped {}: {}", u.path.string(), u.reason));
+  for (const auto& u : found.unmatched)
+    log(fmt::format("skipped {}: {}", u.path.string(), u.reason));
 
   store::Store db(request.database);
   const WorkList work = work_left(found.tasks, db, request, summary);
@@ -401,10 +404,10 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   for (const auto& device : devices) {
     auto& gate = run.gates[device];
     if (!gate) gate = std::make_unique<DeviceGate>();
-    int per = request.workers_per_device > 0
-                  ? request.workers_per_device
-                  : default_workers_per_device(device, cuda_devices,
-                                               std::thread::hardware_concurrency());
+    int per =
+        request.workers_per_device > 0
+            ? request.workers_per_device
+            : default_workers_per_device(device, cuda_devices, std::thread::hardware_concurrency());
     for (int k = 0; k < per; ++k) run.threads_on.push_back(device);
   }
   std::vector<std::thread> threads;

@@ -1,8 +1,9 @@
 // The judges of what the candidate's worker reports around a call, the static scan's findings,
 // the flag collection and the stage failures: each with the honest answer it must not flag.
+#include "judge/call_findings.hpp"
+
 #include <gtest/gtest.h>
 
-#include "judge/call_findings.hpp"
 #include "judge/findings.hpp"
 #include "judge/stage_failure.hpp"
 
@@ -23,8 +24,9 @@ TEST(CallJudge, AnHonestAnswerRaisesNothing) {
   judge.forward({{"numerics_changed", json::object()},
                  {"harness_tampered", json::array()},
                  {"l2_persisting", json::object()},
-                 {"watch", {{"outputs_changed_after_return", json::array()},
-                            {"threads_left_running", json::array()}}}},
+                 {"watch",
+                  {{"outputs_changed_after_return", json::array()},
+                   {"threads_left_running", json::array()}}}},
                 "h1_native#0", out);
   judge.call_state(json::object(), "timing", out);
   EXPECT_TRUE(out.flags().empty());
@@ -62,13 +64,14 @@ TEST(CallJudge, HarnessTamperingIsAReject) {
 TEST(CallJudge, ThreadLeftRunningIsAWarningUntilTheOutputChanges) {
   CallJudge judge;
   Findings out;
-  json quiet = {{"watch", {{"outputs_changed_after_return", json::array()},
-                           {"threads_left_running", {"worker-1"}}}}};
+  json quiet = {
+      {"watch",
+       {{"outputs_changed_after_return", json::array()}, {"threads_left_running", {"worker-1"}}}}};
   judge.forward(quiet, "h1#0", out);
   ASSERT_NE(find(out, "background_thread"), nullptr);
   EXPECT_EQ(find(out, "background_thread")->severity, Severity::Warn);
-  json late = {{"watch", {{"outputs_changed_after_return", {0}},
-                          {"threads_left_running", {"worker-1"}}}}};
+  json late = {
+      {"watch", {{"outputs_changed_after_return", {0}}, {"threads_left_running", {"worker-1"}}}}};
   judge.forward(late, "h2#0", out);
   EXPECT_EQ(find(out, "background_thread")->severity, Severity::Reject);  // raised, not added
   EXPECT_NE(find(out, "output_changed_after_return"), nullptr);
@@ -133,7 +136,8 @@ TEST(StageFailure, LoadAndCallFailuresMapToVerdicts) {
   died.status = orchestrate::Response::Status::Died;
   died.message = "killed by SIGSEGV";
   EXPECT_EQ(call_failure(died, "the forward").failure.verdict, Verdict::RuntimeError);
-  EXPECT_EQ(call_failure(died, "the forward").failure.reason, "killed by SIGSEGV during the forward");
+  EXPECT_EQ(call_failure(died, "the forward").failure.reason,
+            "killed by SIGSEGV during the forward");
 }
 
 }  // namespace

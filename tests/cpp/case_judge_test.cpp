@@ -1,12 +1,13 @@
 // One case judged: the structure of the forward's answer, then every output against the golden
 // outputs; and the run directory's tamper listing. The honest answer passes and raises nothing.
+#include "judge/case_judge.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <fstream>
 #include <map>
 
-#include "judge/case_judge.hpp"
 #include "judge/run_dir_listing.hpp"
 
 namespace kbv::judge {
@@ -72,8 +73,11 @@ struct Tensors {
   void put(const std::string& name, std::vector<double> v) {
     values[name] = std::move(v);
     auto& data = values[name];
-    views[name] = {name, tensor::DType::F64, {static_cast<int64_t>(data.size())},
-                   reinterpret_cast<const std::byte*>(data.data()), data.size() * sizeof(double)};
+    views[name] = {name,
+                   tensor::DType::F64,
+                   {static_cast<int64_t>(data.size())},
+                   reinterpret_cast<const std::byte*>(data.data()),
+                   data.size() * sizeof(double)};
   }
   TensorLookup lookup() const {
     return [this](std::string_view name) -> const tensor::TensorView* {
@@ -107,21 +111,25 @@ TEST(CaseOutputs, AMissingCandidateOutputFailsAMissingGoldenIsKbvsFault) {
   golden.put("tf32.out0", {1.0});
   golden.put("truth.out0", {1.0});
   Tensors none;
-  auto missing = judge_outputs(none.lookup(), golden.lookup(), 1, "tf32", check::Policy::verified());
+  auto missing =
+      judge_outputs(none.lookup(), golden.lookup(), 1, "tf32", check::Policy::verified());
   EXPECT_FALSE(missing.passed);
   EXPECT_EQ(missing.reason, "output 0 is missing");
-  EXPECT_THROW(judge_outputs(none.lookup(), Tensors{}.lookup(), 1, "tf32", check::Policy::verified()),
-               std::runtime_error);
+  EXPECT_THROW(
+      judge_outputs(none.lookup(), Tensors{}.lookup(), 1, "tf32", check::Policy::verified()),
+      std::runtime_error);
 }
 
 TEST(CaseOutputs, FamilyKeepsTheWorstFigures) {
   FamilyResult fam;
-  add_case_to_family(fam, {{"passed", true},
-                           {"outputs", {{{"candidate", {{"max_abs", 0.5}, {"max_rel", 0.1},
-                                                        {"normwise_rel", 0.01}}}}}}});
-  add_case_to_family(fam, {{"passed", false},
-                           {"outputs", {{{"candidate", {{"max_abs", 0.2}, {"max_rel", 0.3},
-                                                        {"normwise_rel", 0.02}}}}}}});
+  add_case_to_family(
+      fam, {{"passed", true},
+            {"outputs",
+             {{{"candidate", {{"max_abs", 0.5}, {"max_rel", 0.1}, {"normwise_rel", 0.01}}}}}}});
+  add_case_to_family(
+      fam, {{"passed", false},
+            {"outputs",
+             {{{"candidate", {{"max_abs", 0.2}, {"max_rel", 0.3}, {"normwise_rel", 0.02}}}}}}});
   EXPECT_EQ(fam.passed, 1);
   EXPECT_EQ(fam.cases.size(), 2u);
   EXPECT_DOUBLE_EQ(fam.max_abs, 0.5);
@@ -131,7 +139,8 @@ TEST(CaseOutputs, FamilyKeepsTheWorstFigures) {
 
 TEST(RunDirListing, UnchangedIsCleanAndEveryChangeIsNamed) {
   auto dir = fs::temp_directory_path() /
-             ("kbv-listing-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+             ("kbv-listing-" +
+              std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   for (const char* sub : {"inputs", "state", "golden"}) fs::create_directories(dir / sub);
   std::ofstream(dir / "inputs" / "a.safetensors") << "aaaa";
   std::ofstream(dir / "golden" / "g.safetensors") << "gggg";
@@ -143,8 +152,8 @@ TEST(RunDirListing, UnchangedIsCleanAndEveryChangeIsNamed) {
   fs::remove(dir / "inputs" / "a.safetensors");
   auto changed = changed_entries(before, list_run_dir(dir));
   std::sort(changed.begin(), changed.end());
-  EXPECT_EQ(changed, (std::vector<std::string>{"golden/g.safetensors", "inputs/a.safetensors",
-                                                "planted"}));
+  EXPECT_EQ(changed,
+            (std::vector<std::string>{"golden/g.safetensors", "inputs/a.safetensors", "planted"}));
   fs::remove_all(dir);
 }
 

@@ -1,6 +1,8 @@
 // The flag catalogue against docs/result.md's flag table, and Result::add_flag against the
 // catalogue: a flag kbv can raise is documented with the severities it may carry, and a
 // documented flag exists.
+#include "core/flags.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -10,7 +12,6 @@
 #include <sstream>
 #include <string>
 
-#include "core/flags.hpp"
 #include "core/result.hpp"
 
 namespace {

@@ -1,10 +1,11 @@
 // What a rerun of kbv run does with a stored result (schedule/resume.hpp), and the store key's
 // settings part (EvalSettings::key): limits are not in the key; a stored timeout is evaluated
 // again only under a longer timeout than it ran under.
+#include "schedule/resume.hpp"
+
 #include <gtest/gtest.h>
 
 #include "eval/eval_request.hpp"
-#include "schedule/resume.hpp"
 
 namespace kbv::schedule {
 namespace {
@@ -30,7 +31,8 @@ TEST(Resume, StoredTimeoutIsEvaluatedAgainOnlyUnderALongerTimeout) {
 }
 
 TEST(Resume, OtherVerdictsAndOldRowsAreKept) {
-  for (const char* verdict : {"correct", "incorrect", "rejected", "compile_error", "runtime_error"}) {
+  for (const char* verdict :
+       {"correct", "incorrect", "rejected", "compile_error", "runtime_error"}) {
     EXPECT_FALSE(evaluate_again(stored(verdict, 900, 120), limits(9000, 9000))) << verdict;
   }
   // Written before results recorded their limits: kept as they are.

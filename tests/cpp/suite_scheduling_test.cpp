@@ -10,10 +10,10 @@
 #include <string>
 #include <thread>
 
-#include "schedule/devices.hpp"
-#include "schedule/suite.hpp"
 #include "orchestrate/build_cache.hpp"
 #include "orchestrate/worker_process.hpp"
+#include "schedule/devices.hpp"
+#include "schedule/suite.hpp"
 
 namespace fs = std::filesystem;
 

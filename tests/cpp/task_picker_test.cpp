@@ -10,8 +10,8 @@
 
 namespace {
 
-using kbv::schedule::TaskPicker;
 using kbv::schedule::Task;
+using kbv::schedule::TaskPicker;
 
 std::vector<Task> tasks_of(const std::vector<std::string>& problems) {
   std::vector<Task> tasks;

@@ -1,8 +1,9 @@
 // The one builder of worker launch settings: the three kinds share the environment that makes
 // measurements sound and the process limit, and differ only where their jobs differ.
+#include "orchestrate/worker_options.hpp"
+
 #include <gtest/gtest.h>
 
-#include "orchestrate/worker_options.hpp"
 #include "orchestrate/worker_protocol.hpp"
 
 namespace kbv::orchestrate {
