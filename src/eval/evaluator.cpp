@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "core/clock.hpp"
 #include "core/hash.hpp"
 #include "eval/case_files.hpp"
 #include "eval/exchange.hpp"
@@ -19,13 +20,8 @@ using nlohmann::json;
 using orchestrate::Response;
 using orchestrate::worker_request;
 namespace cmd = orchestrate::cmd;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // The worker started ahead for this candidate when there is one still waiting (it has said
 // nothing since its start), else a new one.

@@ -1,17 +1,11 @@
 #include "eval/exchange.hpp"
 
+#include "core/clock.hpp"
 #include "eval/workspace.hpp"
 
 namespace kbv::eval {
 using nlohmann::json;
 using orchestrate::Response;
-using Clock = std::chrono::steady_clock;
-
-namespace {
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-}  // namespace
 
 WorkerExchange::WorkerExchange(ReferenceSession& session, CandidateWorker& candidate,
                                DeviceGate* gate, const EvalLimits& limits)

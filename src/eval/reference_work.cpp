@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.hpp"
 #include "core/hash.hpp"
 #include "eval/device_gate.hpp"
 #include "eval/workspace.hpp"
@@ -13,7 +14,6 @@ using nlohmann::json;
 using orchestrate::Response;
 using orchestrate::worker_request;
 namespace cmd = orchestrate::cmd;
-using Clock = std::chrono::steady_clock;
 
 std::chrono::seconds reference_timeout(const EvalLimits& limits) {
   return std::max(limits.call_timeout * 4, std::chrono::seconds(600));
@@ -102,10 +102,6 @@ std::unique_ptr<orchestrate::WorkerProcess> start_reference_worker(const EvalReq
   spec.sandbox = request.settings.sandbox;
   spec.folder = run_dir;
   return std::make_unique<orchestrate::WorkerProcess>(orchestrate::worker_options(spec));
-}
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 }  // namespace

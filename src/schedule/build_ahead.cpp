@@ -9,19 +9,13 @@
 #include <memory>
 #include <set>
 
+#include "core/clock.hpp"
 #include "orchestrate/build_cache.hpp"
 #include "orchestrate/worker_options.hpp"
 
 namespace kbv::schedule {
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 namespace cmd = orchestrate::cmd;
-
-namespace {
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-}  // namespace
 
 void build_ahead(const std::vector<const Task*>& tasks, const std::vector<fs::path>& caches,
                  const eval::EvalRequest& settings, int jobs, const fs::path& scratch,
@@ -71,13 +65,13 @@ void build_ahead(const std::vector<const Task*>& tasks, const std::vector<fs::pa
       running.push_back({std::move(worker), Clock::now(), cache});
     }
     for (auto it = running.begin(); it != running.end();) {
-      bool timed_out = since(it->started) > settings.limits.compile_timeout.count();
+      bool timed_out = seconds_since(it->started) > settings.limits.compile_timeout.count();
       if (it->worker->ready(std::chrono::milliseconds(50)) || timed_out) {
         if (!timed_out && it->worker->receive(std::chrono::milliseconds(1000)).ok()) {
           std::ofstream(it->cache / orchestrate::kBuiltMarker) << "built\n";
         }
         it->worker->stop();
-        built(it->cache, since(it->started));
+        built(it->cache, seconds_since(it->started));
         it = running.erase(it);
         ++done;
         if (progress) progress(fmt::format("built {}/{} candidates", done, total));

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "core/clock.hpp"
 #include "core/hash.hpp"
 #include "eval/device_gate.hpp"
 #include "eval/evaluator.hpp"
@@ -25,7 +26,6 @@
 
 namespace kbv::schedule {
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 using eval::CandidateWorker;
 using eval::DeviceGate;
 using eval::EvalRequest;
@@ -33,10 +33,6 @@ using eval::ReferenceSlot;
 using nlohmann::json;
 
 namespace {
-
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 std::string counts(const std::map<std::string, int>& verdicts) {
   std::string out;
@@ -304,7 +300,7 @@ class DeviceThread {
     summary.verdicts[std::string(to_string(result.verdict))] += 1;
     const size_t total = run_.work.tasks.size();
     const auto devices = static_cast<double>(run_.devices);
-    double per = since(run_.started) / static_cast<double>(run_.finished) / devices;
+    double per = seconds_since(run_.started) / static_cast<double>(run_.finished) / devices;
     run_.log(fmt::format("[{}/{}] {} {} on {}: {} | {} | ETA {:.0f} s", run_.finished, total,
                          t.candidate.run, t.candidate.path.filename().string(), device_,
                          to_string(result.verdict), counts(summary.verdicts),
@@ -391,7 +387,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
     builds.finish();
     std::error_code ec;
     fs::remove_all(scratch, ec);
-    summary.build_seconds = since(run.started);
+    summary.build_seconds = seconds_since(run.started);
   });
 
   auto devices = request.devices.empty()
@@ -414,7 +410,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   for (const auto& device : run.threads_on) threads.emplace_back(DeviceThread(run, device));
   for (auto& t : threads) t.join();
   builder.join();
-  summary.evaluation_seconds = since(run.started);
+  summary.evaluation_seconds = seconds_since(run.started);
   return summary;
 }
 
