@@ -20,8 +20,8 @@ std::string_view to_string(Verdict verdict);
 enum class Severity { Reject, Warn, Info };
 std::string_view to_string(Severity severity);
 
-// A finding about the candidate or the problem. Ids are stable snake_case names (see
-// docs/flags.md); `reject` flags decide the verdict `rejected`, the others never do.
+// A finding about the candidate or the problem. Ids are stable snake_case names (listed in
+// docs/result.md, "Flag ids"); `reject` flags decide the verdict `rejected`, the others never do.
 struct Flag {
   std::string id;
   Severity severity = Severity::Info;
