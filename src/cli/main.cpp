@@ -18,9 +18,9 @@
 #include "eval/evaluator.hpp"
 #include "eval/protocol.hpp"
 #include "eval/suite.hpp"
-#include "report/compare.hpp"
+#include "report/eval_summary.hpp"
 #include "report/export.hpp"
-#include "report/summary.hpp"
+#include "report/run_comparison.hpp"
 #include "store/store.hpp"
 
 namespace fs = std::filesystem;
