@@ -1,8 +1,8 @@
 #pragma once
 
 // The correctness decision: a candidate output against the reference output and the float64
-// truth, under a named tolerance policy. See DESIGN.md, "Tolerance that scales", for why fixed
-// allclose tolerances are not enough and MEASURED.md for the TF32 figures behind the defaults.
+// truth, under a named tolerance policy. docs/protocol.md ("Correctness") gives the budgets,
+// why fixed allclose tolerances are not enough, and the TF32 figures behind the defaults.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>

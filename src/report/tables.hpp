@@ -1,10 +1,12 @@
-// Internal to src/report: the tables the Markdown and HTML renderings share (render.cpp,
-// compare.cpp), built once as text cells and written out in either form.
+// Internal to src/report: the tables the Markdown and HTML renderings share (markdown.cpp,
+// html.cpp, run_comparison.cpp), built once as text cells and written out in either form, and
+// the HTML page shell both pages (`kbv report`, `kbv compare`) are written in.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -42,5 +44,10 @@ Table disagreement(const ProtocolComparison& pc);
 std::string markdown(const Table& t);
 std::string html(const Table& t);
 std::string csv_field(const std::string& s);
+std::string group_name(GroupBy by);  // "run" or "level"
+
+// A self-contained HTML page: doctype, head (the title, the table style every page shares and
+// then `extra_css`, rules ending in a newline, may be empty), then `body` and the closing tags.
+std::string html_page(std::string_view title, std::string_view extra_css, std::string_view body);
 
 }  // namespace kbv::report::tables

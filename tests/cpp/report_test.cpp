@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "report/compare.hpp"
 #include "report/metrics.hpp"
 #include "report/render.hpp"
+#include "report/run_comparison.hpp"
 #include "store/store.hpp"
 
 namespace kbv::report {

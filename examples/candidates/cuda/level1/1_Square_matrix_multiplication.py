@@ -8,6 +8,7 @@ from torch.utils.cpp_extension import load_inline
 _TF32_PASSES = 1
 
 _CUDA_BODY = r"""
+// BEGIN shared examples/shared/tf32_gemm.cuh: written by scripts/gen_examples.py, edit there
 #ifndef KBV_SPLIT_TF32
 #define KBV_SPLIT_TF32 0
 #endif
@@ -495,6 +496,7 @@ inline void check_f32_cuda(const torch::Tensor& t, const char* name) {
 }
 
 }  // namespace
+// END shared examples/shared/tf32_gemm.cuh
 
 torch::Tensor matmul_tc(torch::Tensor A, torch::Tensor B) {
   check_f32_cuda(A, "A");

@@ -9,6 +9,7 @@ from torch.utils.cpp_extension import load_inline
 _TF32_PASSES = 1
 
 _CUDA_BODY = r"""
+// BEGIN shared examples/shared/tf32_gemm.cuh: written by scripts/gen_examples.py, edit there
 #ifndef KBV_SPLIT_TF32
 #define KBV_SPLIT_TF32 0
 #endif
@@ -496,7 +497,9 @@ inline void check_f32_cuda(const torch::Tensor& t, const char* name) {
 }
 
 }  // namespace
+// END shared examples/shared/tf32_gemm.cuh
 
+// BEGIN shared examples/shared/linear_common.cuh: written by scripts/gen_examples.py, edit there
 // y = epilogue(x @ w^T) for x [..., K], w [N, K]; per-column vectors b1, b2 of N elements.
 torch::Tensor linear_common(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b1,
                             const torch::Tensor& b2, int kind) {
@@ -546,6 +549,7 @@ torch::Tensor linear_common(const torch::Tensor& x, const torch::Tensor& w, cons
   run_tc_gemm<1, 0>(a, y);
   return y.view(out_sizes);
 }
+// END shared examples/shared/linear_common.cuh
 
 torch::Tensor gemm_scale_sigmoid(torch::Tensor x, torch::Tensor weight, torch::Tensor bias,
                                  torch::Tensor scale) {

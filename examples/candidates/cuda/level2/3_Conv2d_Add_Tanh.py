@@ -9,6 +9,7 @@ from torch.utils.cpp_extension import load_inline
 _TF32_PASSES = 1
 
 _CUDA_BODY = r"""
+// BEGIN shared examples/shared/tf32_gemm.cuh: written by scripts/gen_examples.py, edit there
 #ifndef KBV_SPLIT_TF32
 #define KBV_SPLIT_TF32 0
 #endif
@@ -496,7 +497,9 @@ inline void check_f32_cuda(const torch::Tensor& t, const char* name) {
 }
 
 }  // namespace
+// END shared examples/shared/tf32_gemm.cuh
 
+// BEGIN shared examples/shared/conv_common.cuh: written by scripts/gen_examples.py, edit there
 // Stride-1, dilation-1, zero-padded, square-kernel conv2d as an implicit GEMM:
 // out[b, n, oh, ow] = epilogue(sum_k A[m, k] * w[n, k]), m = (b, oh, ow), k = (c, kh, kw).
 torch::Tensor conv_common(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b1,
@@ -564,6 +567,7 @@ torch::Tensor conv_common(const torch::Tensor& x, const torch::Tensor& w, const 
     run_tc_gemm<2, 0>(a, y);
   return y;
 }
+// END shared examples/shared/conv_common.cuh
 
 torch::Tensor conv2d_add_tanh(torch::Tensor x, torch::Tensor weight, torch::Tensor conv_bias,
                               torch::Tensor bias, int64_t pad) {

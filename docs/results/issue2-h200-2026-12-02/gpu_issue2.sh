@@ -3,7 +3,7 @@
 # zoo next to a parallel correctness pass (which fills the build cache), then the timed pass.
 # Everything is packed into $OUT/results.tgz (the device tool returns at most 8 files).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root: this one-off lives beside its results
 export OUT=${OUT:-results/gpu}
 RES=results/gpu
 mkdir -p "$RES"

@@ -2,9 +2,10 @@
 # One device call: the hack zoo on the H200 (issue 3, bench/gpu_zoo.sh), then the measurement
 # engine's memory and accuracy benchmarks (issue 7, bench/gpu_measure.sh without its
 # repeatability runs, which go with the suite benchmark). Everything is packed into
-# $OUT/call.tgz.   Run: bench/gpu_call_zoo_measure.sh  (device tool, carry .deps)
+# $OUT/call.tgz.
+#   Run: docs/results/h200-2026-12-02/gpu_call_zoo_measure.sh  (device tool, carry .deps)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root: this one-off lives beside its results
 export OUT=${OUT:-results/gpu-call}
 mkdir -p "$OUT"
 RES=results/call && rm -rf "$RES" && mkdir -p "$RES"

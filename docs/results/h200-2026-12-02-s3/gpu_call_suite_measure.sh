@@ -5,7 +5,7 @@
 # the cold run's builds), for repeatability beside kbv's two runs.
 #   SUITE_BUDGET_S (360) MEASURE_BUDGET_S (110) PROFILE (quick) WORKERS (4) SIZE (small)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root: this one-off lives beside its results
 FINAL=${OUT:-results/gpu-call}
 mkdir -p "$FINAL"
 SIZE=${SIZE:-small}

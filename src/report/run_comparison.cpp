@@ -1,4 +1,4 @@
-#include "report/compare.hpp"
+#include "report/run_comparison.hpp"
 
 #include <fmt/format.h>
 
@@ -168,14 +168,8 @@ std::string csv(const Comparison& c) {
 
 std::string html(const Comparison& c, GroupBy by) {
   std::string out =
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-      "<title>kbv compare</title>\n<style>\nbody{font-family:sans-serif;margin:2em;color:#222}\n"
-      "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}\n"
-      "th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}\n"
-      "th:first-child,td:first-child{text-align:left}\nth{background:#f3f3f3}\n</style>\n"
-      "</head>\n<body>\n";
-  out += fmt::format("<h1>kbv compare: {} vs {}</h1>\n<p>{}</p>\n", svg::escape(c.label_a),
-                     svg::escape(c.label_b), svg::escape(candidates_line(c)));
+      fmt::format("<h1>kbv compare: {} vs {}</h1>\n<p>{}</p>\n", svg::escape(c.label_a),
+                  svg::escape(c.label_b), svg::escape(candidates_line(c)));
   // One bar chart per protocol's overall figures: compiled, correct, fast_1 vs TF32.
   for (const auto& g : c.groups) {
     if (g.group_by != "overall" || g.variant != "all") continue;
@@ -194,7 +188,7 @@ std::string html(const Comparison& c, GroupBy by) {
     if (!shown(g, by)) continue;
     out += fmt::format("<h3>{}</h3>\n", svg::escape(title(g))) + tables::html(diff_table(c, g));
   }
-  return out + "</body>\n</html>\n";
+  return tables::html_page("kbv compare", "", out);
 }
 
 }  // namespace

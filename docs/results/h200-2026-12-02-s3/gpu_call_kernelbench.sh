@@ -3,7 +3,7 @@
 # KernelBench's own evaluation of the suite benchmark's set (repetition 1) under what is left of
 # KB_BUDGET_S; the kbv runs of the same set ran in an earlier call (gpu_call_suite_measure.sh).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root: this one-off lives beside its results
 FINAL=${OUT:-results/gpu-call}
 mkdir -p "$FINAL"
 OUT=$FINAL/measure KBV_MEASURE_BUDGET_S=30 \

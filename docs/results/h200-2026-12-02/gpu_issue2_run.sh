@@ -2,9 +2,10 @@
 # Issue 2's timed table and the H200 run database (issue 5's report input), in one device call:
 # probe the machine, build kbv, then `kbv run` over the bundled suite with its honest CUDA
 # candidates at KernelBench-like sizes (parallel build-ahead, then one timed evaluation at a time).
-#   KBV_GPU_BUDGET=480 bench/gpu_issue2_run.sh      (run by the device tool with carry .deps)
+#   KBV_GPU_BUDGET=480 docs/results/h200-2026-12-02/gpu_issue2_run.sh
+#   (run by the device tool with carry .deps)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root: this one-off lives beside its results
 export OUT=${OUT:-results/gpu}
 mkdir -p "$OUT"
 bench/gpu_probe.sh > /dev/null

@@ -1,4 +1,4 @@
-#include "report/summary.hpp"
+#include "report/eval_summary.hpp"
 
 #include <fmt/format.h>
 
