@@ -11,6 +11,7 @@
 #include "native/blocker.h"
 #include "native/cuda_check.h"
 #include "native/gpu_state.h"
+#include "native/stream_device.h"
 
 namespace nb = nanobind;
 
@@ -95,18 +96,6 @@ class Event {
  private:
   cudaEvent_t event_ = nullptr;
 };
-
-// The device the stream belongs to. The worker passes torch's current stream, which need not be
-// on the runtime's current device, and every call below must run on the stream's own device.
-int StreamDevice(cudaStream_t stream) {
-  int device = 0;
-  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
-    KBV_CUDA_CHECK(cudaGetDevice(&device));
-  } else {
-    KBV_CUDA_CHECK(cudaStreamGetDevice(stream, &device));
-  }
-  return device;
-}
 
 std::int64_t L2Bytes(int device) {
   int l2_bytes = 0;

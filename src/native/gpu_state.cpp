@@ -1,19 +1,10 @@
 #include "native/gpu_state.h"
 
 #include "native/cuda_check.h"
+#include "native/stream_device.h"
 
 namespace kbv::native {
 namespace {
-
-int DeviceOf(cudaStream_t stream) {
-  int device = 0;
-  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
-    KBV_CUDA_CHECK(cudaGetDevice(&device));
-  } else {
-    KBV_CUDA_CHECK(cudaStreamGetDevice(stream, &device));
-  }
-  return device;
-}
 
 // The stream attribute cannot be read or set on the legacy default stream handle (nullptr) on
 // every driver; errors there are read as "no window".
@@ -32,7 +23,7 @@ bool ReadWindow(cudaStream_t stream, cudaAccessPolicyWindow& window) {
 
 L2PersistingState ReadL2Persisting(cudaStream_t stream) {
   L2PersistingState state;
-  const int device = DeviceOf(stream);
+  const int device = StreamDevice(stream);
   int max_bytes = 0;
   KBV_CUDA_CHECK(cudaDeviceGetAttribute(&max_bytes, cudaDevAttrMaxPersistingL2CacheSize, device));
   state.max_limit_bytes = static_cast<std::size_t>(max_bytes);

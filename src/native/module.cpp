@@ -10,9 +10,10 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "native/allocation_source.h"
 #include "native/cpu_timer.h"
-#include "native/memtrace.h"
-#include "native/memtrace_peak.h"
+#include "native/gpu_trace.h"
+#include "native/gpu_trace_peak.h"
 #include "native/nvml_probe.h"
 #include "native/rss.h"
 

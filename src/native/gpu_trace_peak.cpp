@@ -1,4 +1,4 @@
-#include "native/memtrace_peak.h"
+#include "native/gpu_trace_peak.h"
 
 #include <algorithm>
 #include <unordered_map>
