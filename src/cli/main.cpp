@@ -18,6 +18,7 @@
 #include "core/result.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/protocol.hpp"
+#include "eval/workspace.hpp"
 #include "orchestrate/worker_protocol.hpp"
 #include "report/eval_summary.hpp"
 #include "report/export.hpp"
@@ -125,7 +126,20 @@ struct EvalOptions {
   }
 };
 
+// The work folders a killed kbv left behind are removed before any new work: a full disk must
+// not fail every problem of the next run.
+void reclaim_leftovers(const kbv::eval::EvalRequest& request) {
+  auto reclaimed = kbv::eval::reclaim_abandoned_folders(request.placement.work_dir);
+  if (reclaimed.folders > 0) {
+    fmt::print(stderr,
+               "[kbv] reclaimed {} work folder{} ({:.1f} MB) left by a kbv that was killed\n",
+               reclaimed.folders, reclaimed.folders == 1 ? "" : "s",
+               static_cast<double>(reclaimed.bytes) / 1e6);
+  }
+}
+
 int run_eval(EvalOptions& options, const std::string& json_path) {
+  reclaim_leftovers(options.request);
   kbv::Result result = kbv::eval::evaluate(options.request);
   if (!json_path.empty())
     write_atomically(
@@ -136,6 +150,7 @@ int run_eval(EvalOptions& options, const std::string& json_path) {
 }
 
 int run_suite(kbv::schedule::SuiteRequest& suite) {
+  reclaim_leftovers(suite.settings);
   auto summary = kbv::schedule::run_suite(suite);
   fmt::print("{} tasks: {} evaluated now, {} already stored, {} files skipped\n", summary.tasks,
              summary.evaluated, summary.already_done, summary.unmatched.size());

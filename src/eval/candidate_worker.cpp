@@ -20,8 +20,11 @@ std::shared_ptr<CandidateWorker> start_candidate_worker(const EvalRequest& reque
   auto worker = std::make_shared<CandidateWorker>();
   worker->candidate = fs::absolute(request.candidate);
   worker->keep_folder = request.placement.keep_work_dir;
-  worker->folder = make_private_dir(request.placement.work_dir, "kbv-cand",
-                                    {"inputs", "state", "candidate", "scratch"});
+  auto dir = make_private_dir(request.placement.work_dir, "kbv-cand",
+                              {"inputs", "state", "candidate", "scratch"},
+                              request.placement.keep_work_dir);
+  worker->folder = dir.path;
+  worker->owner = std::move(dir.owner);
   fs::path cache = orchestrate::extension_cache_dir(request.placement.cache_dir, candidate_sha256,
                                                     request.settings.device);
   fs::create_directories(cache);

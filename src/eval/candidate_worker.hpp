@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "eval/eval_request.hpp"
+#include "eval/workspace.hpp"
 #include "orchestrate/worker_process.hpp"
 
 namespace kbv::eval {
@@ -17,6 +18,7 @@ namespace kbv::eval {
 struct CandidateWorker {
   std::filesystem::path candidate;  // absolute path of the candidate file it was started for
   std::filesystem::path folder;
+  FolderOwner owner;  // marks the folder in use (a killed run's is reclaimed)
   std::unique_ptr<orchestrate::WorkerProcess> process;
   bool keep_folder = false;
 

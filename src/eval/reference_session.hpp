@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "eval/workspace.hpp"
 #include "judge/audit.hpp"
 #include "orchestrate/worker_process.hpp"
 
@@ -48,6 +49,7 @@ struct ReferenceSession {
   ReferenceKey key;
   std::filesystem::path problem;  // absolute path: the result's name and path come from it
   std::filesystem::path run_dir;  // private: the candidate sees only inputs/ and state/
+  FolderOwner run_dir_owner;      // marks run_dir in use (a killed run's is reclaimed)
   std::string secret;
   std::unique_ptr<orchestrate::WorkerProcess> worker;
   nlohmann::json loaded;  // the load_problem answer

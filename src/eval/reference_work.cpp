@@ -88,7 +88,9 @@ std::unique_ptr<ReferenceSession> new_reference_session(const EvalRequest& reque
   fresh->key = key;
   fresh->problem = fs::absolute(request.problem);
   fresh->keep_run_dir = request.placement.keep_work_dir;
-  fresh->run_dir = make_run_dir(request.placement.work_dir);
+  auto dir = make_run_dir(request.placement.work_dir, request.placement.keep_work_dir);
+  fresh->run_dir = dir.path;
+  fresh->run_dir_owner = std::move(dir.owner);
   fresh->secret = random_secret();
   fresh->key.secret_sha256 = sha256_hex(fresh->secret);
   return fresh;

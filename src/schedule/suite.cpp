@@ -16,6 +16,7 @@
 #include "eval/device_gate.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/reference_session.hpp"
+#include "eval/workspace.hpp"
 #include "judge/stage_failure.hpp"
 #include "orchestrate/build_cache.hpp"
 #include "schedule/build_ahead.hpp"
@@ -363,6 +364,8 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   const auto& work_dir = request.settings.placement.work_dir;
   auto scratch = (work_dir.empty() ? fs::temp_directory_path() : work_dir) /
                  fmt::format("kbv-build-{}", ::getpid());
+  fs::create_directories(scratch);
+  eval::FolderOwner scratch_owner(scratch, /*keep=*/false);  // a killed run's is reclaimed
   BuildBoard builds;
   SharedRun run(request, work, builds, db, summary);
 

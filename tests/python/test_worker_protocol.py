@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import kbv_binary
 
 ROOT = Path(__file__).resolve().parents[2]

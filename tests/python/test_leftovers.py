@@ -1,0 +1,81 @@
+"""A killed kbv leaves its work folders (run directories with every hidden case, candidate
+folders with outputs and scratch) behind; the next kbv to start reclaims them, and never a
+folder of a kbv that is still running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from conftest import PROBLEMS, QUICK, kbv_binary
+
+RELU = PROBLEMS / "level1" / "3_ReLU.py"
+SLOW = """import time
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        time.sleep(600)
+        return torch.relu(x)
+"""
+
+
+def kbv_eval(candidate, work, cache_dir, out, **popen):
+    command = [
+        kbv_binary(), "eval", "--problem", str(RELU), "--candidate", str(candidate),
+        "--device", "cpu", "--work-dir", str(work), "--cache-dir", str(cache_dir),
+        "--json", str(out), *QUICK[:-2], "--timeout", "600",
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+    )
+
+
+def folders(work):
+    root = work / "kbv-runs"
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+@pytest.mark.e2e
+def test_a_killed_runs_folders_are_reclaimed_by_the_next_run(tmp_path, cache_dir):
+    work = tmp_path / "work"
+    slow = tmp_path / "slow.py"
+    slow.write_text(SLOW)
+    killed = kbv_eval(slow, work, cache_dir, tmp_path / "killed.json", start_new_session=True)
+    # Wait until the candidate is inside its forward: both folders exist and hold cases.
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not any(
+        (work / "kbv-runs" / name / "inputs").exists()
+        and any((work / "kbv-runs" / name / "inputs").iterdir())
+        for name in folders(work)
+        if name.startswith("kbv-cand")
+    ):
+        time.sleep(0.5)
+    left = folders(work)
+    assert any(n.startswith("kbv-run-") for n in left) and any(
+        n.startswith("kbv-cand-") for n in left
+    ), left
+
+    # A second kbv starting now must not touch the first one's folders: it is still running.
+    honest = tmp_path / "honest.py"
+    honest.write_text(SLOW.replace("time.sleep(600)", "pass"))
+    beside = kbv_eval(honest, work, cache_dir, tmp_path / "beside.json")
+    _, err = beside.communicate(timeout=600)
+    assert beside.returncode == 0, err
+    assert "reclaimed" not in err
+    assert set(left) <= set(folders(work))
+
+    os.killpg(killed.pid, signal.SIGKILL)  # kbv and everything it started
+    killed.wait(timeout=60)
+    assert set(left) <= set(folders(work))  # left behind, as on a real kill -9
+
+    after = kbv_eval(honest, work, cache_dir, tmp_path / "after.json")
+    _, err = after.communicate(timeout=600)
+    assert after.returncode == 0, err
+    assert "reclaimed 2 work folders" in err, err
+    assert not set(left) & set(folders(work))
