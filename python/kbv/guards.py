@@ -42,7 +42,18 @@ def _entry_points() -> list[tuple[str, Any, str]]:
     """(label, owner, attribute) of every function a timing or a check relies on."""
     import kbv_native
 
-    from . import candidate, channel, gpu_guards, hosting, measure, params, tensorio
+    from . import (
+        candidate,
+        channel,
+        devices,
+        gpu_guards,
+        hosting,
+        kernel_audit,
+        memory,
+        params,
+        tensorio,
+        timing,
+    )
 
     points: list[tuple[str, Any, str]] = []
     for name in (
@@ -88,7 +99,10 @@ def _entry_points() -> list[tuple[str, Any, str]]:
 
     points.append(("safetensors.torch.save_file", safetensors.torch, "save_file"))
     for module in (
-        measure,
+        timing,
+        kernel_audit,
+        memory,
+        devices,
         hosting,
         tensorio,
         params,

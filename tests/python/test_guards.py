@@ -42,21 +42,21 @@ def test_snapshot_reports_and_restores_a_patched_clock(guards):
 
 
 def test_snapshot_sees_replaced_harness_function_and_module(guards):
-    import kbv.measure
+    import kbv.timing
 
     snapshot = guards.HarnessSnapshot()
-    original = kbv.measure.time_calls
-    kbv.measure.time_calls = lambda *a: None
-    sys.modules["kbv.measure"] = types.ModuleType("kbv.measure")
+    original = kbv.timing.time_calls
+    kbv.timing.time_calls = lambda *a: None
+    sys.modules["kbv.timing"] = types.ModuleType("kbv.timing")
     try:
         changed = snapshot.check()
-        assert "kbv.measure.time_calls" in changed
-        assert "sys.modules['kbv.measure']" in changed
-        assert kbv.measure.time_calls is original
-        assert sys.modules["kbv.measure"] is kbv.measure
+        assert "kbv.timing.time_calls" in changed
+        assert "sys.modules['kbv.timing']" in changed
+        assert kbv.timing.time_calls is original
+        assert sys.modules["kbv.timing"] is kbv.timing
     finally:
-        kbv.measure.time_calls = original
-        sys.modules["kbv.measure"] = kbv.measure
+        kbv.timing.time_calls = original
+        sys.modules["kbv.timing"] = kbv.timing
 
 
 def _watch(guards, call):
