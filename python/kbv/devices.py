@@ -1,6 +1,6 @@
-"""The two device helpers that timing, the kernel audit, memory and the guards share: a wait for
-the device's work, and the CUDA device index a torch.device names. Kept apart so none of those
-modules imports another only for these."""
+"""The two device helpers that timing, the kernel audit, memory, the GPU guards and the roles
+share: a wait for the device's work, and the CUDA device index a torch.device names. Kept apart
+so none of those modules imports another only for these."""
 
 from __future__ import annotations
 
