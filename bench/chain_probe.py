@@ -22,7 +22,7 @@ def timed(name, fn):
     return value
 torch = timed("import_torch", lambda: __import__("torch"))
 def import_kbv():
-    import kbv.candidate, kbv.gpu_guards, kbv.guards, kbv.measure
+    import kbv.candidate, kbv.gpu_guards, kbv.guards, kbv.kernel_audit
     return kbv
 kbv = timed("import_kbv", import_kbv)
 dev = torch.device("cuda")
@@ -36,10 +36,10 @@ if sys.argv[1] == "profiler_first":
     for k in (1, 2):
         r = timed(f"torch_profiler_trace_{k}", profiler_trace)
     t["profiler_ok"] = r.get("available")
-    timed("cupti_warm_after_profiler", lambda: kbv.measure._warm_tracer(dev))
+    timed("cupti_warm_after_profiler", lambda: kbv.kernel_audit.warm_tracer(dev))
 else:
-    timed("cupti_warm", lambda: kbv.measure._warm_tracer(dev))
-    a = timed("native_audit_2", lambda: kbv.measure.kernel_audit(lambda i: model(x), dev, 2))
+    timed("cupti_warm", lambda: kbv.kernel_audit.warm_tracer(dev))
+    a = timed("native_audit_2", lambda: kbv.kernel_audit.kernel_audit(lambda i: model(x), dev, 2))
     t["audit_ok"] = a.get("available")
     t["audit_why"] = a.get("why")
     r = timed("torch_profiler_after_native", profiler_trace)

@@ -1,7 +1,7 @@
 """Accuracy of the headline time.
 
 measure_accuracy.py launch OUT.json
-    A launch-bound op (ReLU of 1024 floats): the engine's headline (kbv.measure.time_calls,
+    A launch-bound op (ReLU of 1024 floats): the engine's headline (kbv.timing.time_calls,
     the worker's timing function) should read the device time (about 3 us), the
     host-inclusive figure the host's (about 24 us); KernelBench's method for comparison.
 measure_accuracy.py headline OUT.json [problem ...]
@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kernelbench_timing as kb  # noqa: E402
-from kbv import measure  # noqa: E402
+from kbv import kernel_audit, timing  # noqa: E402
 
 NCU_CALLS = 5
 
@@ -37,8 +37,8 @@ def launch(out: str) -> None:
     device = torch.device("cuda")
     x = torch.randn(1024, device=device)
     call = lambda i: torch.relu(x)  # noqa: E731
-    timed = measure.time_calls(call, device, 100, 3, steady=True)
-    second = measure.secondary_times(call, device, 50)
+    timed = timing.time_calls(call, device, 100, 3, steady=True)
+    second = timing.secondary_times(call, device, 50)
     kb_ms = kb.time_cuda_events(lambda: torch.relu(x), device)
     result = {
         "op": "torch.relu on 1024 float32 elements",
@@ -83,8 +83,8 @@ def headline(out: str, problems: list[str]) -> None:
                 return model(*inputs)
 
             with torch.no_grad():
-                timed = measure.time_calls(call, device, 30, 3, steady=True)
-                audit = measure.kernel_audit(call, device, 3)
+                timed = timing.time_calls(call, device, 30, 3, steady=True)
+                audit = kernel_audit.kernel_audit(call, device, 3)
             rows[rel] = {
                 "headline_median_ms": statistics.median(timed["samples_ms"]),
                 "method": timed["method"],

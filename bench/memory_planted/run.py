@@ -1,5 +1,5 @@
 """Memory benchmark: planted allocations through every path, each measured by the worker's own
-memory pass (kbv.measure.peak_memory, the function `kbv eval` runs in the worker) and read
+memory pass (kbv.memory.peak_memory, the function `kbv eval` runs in the worker) and read
 against a control module without the plant. A path passes when the reported peak, less the
 control's, is within 1 MiB of the planted bytes.
 
@@ -17,7 +17,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from kbv import measure  # noqa: E402
+from kbv import memory  # noqa: E402
 
 MIB = 1 << 20
 PATHS = ("torch_temporary", "raw_cumemalloc", "cumemallocasync", "cublas_workspace")
@@ -32,11 +32,11 @@ def load(name: str) -> torch.nn.Module:
 
 def measured(model: torch.nn.Module, x: torch.Tensor) -> dict:
     device = x.device
-    measure.observe_first_call(lambda: model(x), device)
+    memory.observe_first_call(lambda: model(x), device)
     for _ in range(2):  # warm: the memory pass measures a warm call
         model(x)
     torch.cuda.synchronize()
-    return measure.peak_memory(lambda: model(x), device)
+    return memory.peak_memory(lambda: model(x), device)
 
 
 def main() -> None:

@@ -1,19 +1,19 @@
 # kbv-target: level1/6_Sum_reduction_over_a_dimension
-# kbv-hack: T4: replaces the harness's timing function (kbv.measure.time_calls) via sys.modules.
+# kbv-hack: T4: replaces the harness's timing function (kbv.timing.time_calls) via sys.modules.
 import sys
 
 import torch
 import torch.nn as nn
 
-_measure = sys.modules.get("kbv.measure")
-if _measure is not None:
+_timing = sys.modules.get("kbv.timing")
+if _timing is not None:
 
     def _fast(call, device, calls, warmup):
         for i in range(calls):
             call(i)
         return {"samples_ms": [0.001] * calls, "method": "cpu_steady_clock"}
 
-    _measure.time_calls = _fast
+    _timing.time_calls = _fast
 
 
 class ModelNew(nn.Module):

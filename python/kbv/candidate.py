@@ -13,7 +13,18 @@ from typing import Any
 
 import torch
 
-from . import gpu_guards, guards, hosting, measure, numerics, params, tensorio
+from . import (
+    devices,
+    gpu_guards,
+    guards,
+    hosting,
+    kernel_audit,
+    memory,
+    numerics,
+    params,
+    tensorio,
+    timing,
+)
 from .loading import WorkerError, construct, import_file, require
 
 
@@ -57,7 +68,7 @@ class CandidateRole:
         return {
             "import_seconds": import_seconds,
             "state_spec": params.spec(self.model),
-            "persistent_bytes": measure.state_bytes(self.model),
+            "persistent_bytes": memory.state_bytes(self.model),
             **self._call_state(l2=False),
             "extension_functions": sorted(self.extensions.counts),
         }
@@ -99,7 +110,7 @@ class CandidateRole:
             result, outputs, at_return, watch = guards.guarded_call(
                 lambda: hosting.forward(self.model, inputs, self.device, sync=False),
                 lambda r: _bounded(hosting.as_outputs(r)[0], request.get("max_output_bytes")),
-                lambda: measure.synchronize(self.device),
+                lambda: devices.synchronize(self.device),
             )
         seconds = time.perf_counter() - started
         _, structure = hosting.as_outputs(result)
@@ -174,7 +185,7 @@ class CandidateRole:
             last[i % len(sets)] = out
             return out
 
-        result = measure.time_calls(
+        result = timing.time_calls(
             call,
             self.device,
             request["calls"],
@@ -197,11 +208,11 @@ class CandidateRole:
 
     def cmd_time_secondary(self, request: dict[str, Any]) -> dict[str, Any]:
         """Host-inclusive and hot back-to-back times (beside the headline)."""
-        return self._over_timing_sets(request, measure.secondary_times)
+        return self._over_timing_sets(request, timing.secondary_times)
 
     def cmd_kernel_audit(self, request: dict[str, Any]) -> dict[str, Any]:
         """Kernel span against event time, a few calls under CUPTI kernel records."""
-        return self._over_timing_sets(request, measure.kernel_audit)
+        return self._over_timing_sets(request, kernel_audit.kernel_audit)
 
     def _over_timing_sets(self, request: dict[str, Any], what) -> dict[str, Any]:
         assert self.model is not None
@@ -214,8 +225,8 @@ class CandidateRole:
         assert self.model is not None
         inputs = self.timing_sets[0]
         hosting.forward(self.model, inputs, self.device)
-        result = measure.peak_memory(lambda: self.model(*inputs), self.device)
-        result["persistent_bytes"] = measure.state_bytes(self.model)
+        result = memory.peak_memory(lambda: self.model(*inputs), self.device)
+        result["persistent_bytes"] = memory.state_bytes(self.model)
         result["harness_tampered"] = self._harness_changes()
         return result
 

@@ -27,6 +27,9 @@ from typing import Any
 import kbv_native  # noqa: E402  (imported after torch: it shares torch's CUDA runtime)
 import torch
 
+from .devices import device_index
+from .kernel_audit import warm_tracer
+
 MARKER_CYCLES = 2000  # ~1 us spin: a kernel on the current stream that brackets the forward
 MARKER_NAME = "spin_kernel"  # torch.cuda._sleep's kernel
 MAX_KERNELS = 256  # activities kept in the record (the judgement sees them all)
@@ -103,11 +106,9 @@ def _native_kernel_trace(
     (no CUPTI in the build, CUPTI refused), so the caller falls back to torch.profiler."""
     if not kbv_native.has_cuda:
         return None
-    from . import measure  # measure imports this module
-
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = device_index(device)
     try:
-        measure._warm_tracer(device)
+        warm_tracer(device)
         trace = kbv_native.MemoryTrace(index, True)
         calls = _between_markers(call, device, extensions, trace)
     except Exception as error:  # noqa: BLE001 - a forward that fails here: no evidence
@@ -166,7 +167,7 @@ def poison_free_memory(device: torch.device) -> int:
     """Fills the caching allocator's free blocks on `device` with 0xFF; returns the bytes."""
     if device.type != "cuda":
         return 0
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = device_index(device)
     torch.cuda.synchronize(device)  # no free block still has work pending on another stream
     stream = torch.cuda.current_stream(device).cuda_stream
     total = 0

@@ -3,7 +3,8 @@ B1-B2). They only gather evidence; the orchestrator turns it into flags and verd
 
 - `HarnessSnapshot`: identity of the timing and harness entry points taken before the candidate
   is imported, compared after the import and after every call; a replaced entry point is
-  reported and put back (T4).
+  reported and put back (T4). The entry points are a list of library functions (clocks, CUDA
+  events, tensor copies) and every binding of every kbv module loaded at that moment.
 - `guarded_call`: threads before and after a forward, and the output at return against the
   output after a short wait and after the candidate's new threads ended (T2, lazy outputs).
 - `ExtensionCalls`: wraps `torch.utils.cpp_extension.load`/`load_inline` so every function of
@@ -39,10 +40,9 @@ _monotonic = time.monotonic
 
 # -- T4: the harness's entry points -------------------------------------------------------------
 def _entry_points() -> list[tuple[str, Any, str]]:
-    """(label, owner, attribute) of every function a timing or a check relies on."""
+    """(label, owner, attribute) of every function a timing or a check relies on: the library
+    functions listed here, and every binding of every kbv module loaded now (`_kbv_bindings`)."""
     import kbv_native
-
-    from . import candidate, channel, gpu_guards, hosting, measure, params, tensorio
 
     points: list[tuple[str, Any, str]] = []
     for name in (
@@ -87,26 +87,43 @@ def _entry_points() -> list[tuple[str, Any, str]]:
     import safetensors.torch
 
     points.append(("safetensors.torch.save_file", safetensors.torch, "save_file"))
-    for module in (
-        measure,
-        hosting,
-        tensorio,
-        params,
-        channel,
-        candidate,
-        gpu_guards,
-        sys.modules[__name__],
-    ):
-        for name, value in vars(module).items():
-            if (
-                isinstance(value, (types.FunctionType, type))
-                and getattr(value, "__module__", "") == module.__name__
-            ):
-                points.append((f"{module.__name__}.{name}", module, name))
-                if isinstance(value, type):
-                    for attr, member in vars(value).items():
-                        if isinstance(member, types.FunctionType):
-                            points.append((f"{module.__name__}.{name}.{attr}", value, attr))
+    for module in _kbv_modules().values():
+        points.extend(_kbv_bindings(module))
+    return points
+
+
+def _kbv_modules() -> dict[str, types.ModuleType]:
+    """Every kbv module loaded now (the candidate's own module is `kbv_candidate_...`, not one
+    of them). Walked rather than listed, so a harness module added later is covered without
+    anyone remembering to add it here."""
+    return {
+        name: module
+        for name, module in sorted(sys.modules.items())
+        if (name == "kbv" or name.startswith("kbv.")) and isinstance(module, types.ModuleType)
+    }
+
+
+_PROTECTED_KINDS = (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)
+_MEMBER_KINDS = (types.FunctionType, staticmethod, classmethod, property)
+
+
+def _kbv_bindings(module: types.ModuleType) -> list[tuple[str, Any, str]]:
+    """The names of a kbv module that its code looks up at run time and that no harness code
+    rebinds: functions, classes and modules (its own and those it imported: replacing
+    `kbv.memory.warm_tracer` or `kbv.timing.kbv_native` redirects the harness as surely as
+    replacing the original), constants (UPPER_CASE), and the methods of the classes it defines.
+    Lower-case data (`_synchronizes`, `_first_call`) is state the harness updates itself."""
+    points: list[tuple[str, Any, str]] = []
+    for name, value in vars(module).items():
+        if name.startswith("__"):
+            continue
+        if not (isinstance(value, _PROTECTED_KINDS) or name.isupper()):
+            continue
+        points.append((f"{module.__name__}.{name}", module, name))
+        if isinstance(value, type) and value.__module__ == module.__name__:
+            for attr, member in vars(value).items():
+                if isinstance(member, _MEMBER_KINDS):
+                    points.append((f"{module.__name__}.{name}.{attr}", value, attr))
     return points
 
 
@@ -120,7 +137,7 @@ class HarnessSnapshot:
         self.modules = {
             name: sys.modules.get(name)
             for name in ("time", "torch", "torch.cuda", "threading", "kbv_native")
-            + tuple(n for n in sys.modules if n == "kbv" or n.startswith("kbv."))
+            + tuple(_kbv_modules())
         }
 
     def check(self) -> list[str]:

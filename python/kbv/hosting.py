@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from . import measure, numerics, tensorio
+from . import devices, memory, numerics, tensorio
 from .loading import WorkerError, trim
 
 CONSTRUCT_SEED = 42  # KernelBench seeds both Model and ModelNew construction alike
@@ -67,9 +67,9 @@ def forward(model: torch.nn.Module, inputs: list, device: torch.device, sync: bo
     with forward_errors():
         with torch.no_grad():
             # The process's first call also records what it alone costs in device memory.
-            result = measure.observe_first_call(lambda: model(*inputs), device)
+            result = memory.observe_first_call(lambda: model(*inputs), device)
         if sync:
-            measure.synchronize(device)
+            devices.synchronize(device)
         return result
 
 

@@ -10,7 +10,19 @@ from typing import Any
 
 import torch
 
-from . import families, guards, hosting, measure, numerics, params, roofline, scan, tensorio
+from . import (
+    families,
+    guards,
+    hosting,
+    kernel_audit,
+    memory,
+    numerics,
+    params,
+    roofline,
+    scan,
+    tensorio,
+    timing,
+)
 from .loading import WorkerError, construct, import_file, require
 
 MAX_REPLACEMENT_ATTEMPTS = 3
@@ -44,7 +56,7 @@ class ReferenceRole:
             "name": Path(request["problem"]).stem,
             "state_spec": params.spec(self.model),
             "inputs": [hosting.describe(v) for v in template],
-            "persistent_bytes": measure.state_bytes(self.model),
+            "persistent_bytes": memory.state_bytes(self.model),
             "environment": hosting.environment(self.device),
         }
 
@@ -100,7 +112,7 @@ class ReferenceRole:
         numerics.set_tf32(request["variant"] == "tf32")
         try:
             sets = self.timing_sets
-            return measure.time_calls(
+            return timing.time_calls(
                 lambda i: self.model(*sets[i % len(sets)]),
                 self.device,
                 request["calls"],
@@ -111,10 +123,10 @@ class ReferenceRole:
             numerics.set_tf32(True)
 
     def cmd_time_secondary(self, request: dict[str, Any]) -> dict[str, Any]:
-        return self._as_variant(request, measure.secondary_times)
+        return self._as_variant(request, timing.secondary_times)
 
     def cmd_kernel_audit(self, request: dict[str, Any]) -> dict[str, Any]:
-        return self._as_variant(request, measure.kernel_audit)
+        return self._as_variant(request, kernel_audit.kernel_audit)
 
     def _as_variant(self, request: dict[str, Any], what) -> dict[str, Any]:
         assert self.model is not None
@@ -131,8 +143,8 @@ class ReferenceRole:
         numerics.set_tf32(True)
         inputs = self.timing_sets[0]
         hosting.forward(self.model, inputs, self.device)  # steady state: no first-call costs
-        result = measure.peak_memory(lambda: self.model(*inputs), self.device)
-        result["persistent_bytes"] = measure.state_bytes(self.model)
+        result = memory.peak_memory(lambda: self.model(*inputs), self.device)
+        result["persistent_bytes"] = memory.state_bytes(self.model)
         return result
 
     def cmd_ping(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -42,21 +42,96 @@ def test_snapshot_reports_and_restores_a_patched_clock(guards):
 
 
 def test_snapshot_sees_replaced_harness_function_and_module(guards):
-    import kbv.measure
+    import kbv.timing
 
     snapshot = guards.HarnessSnapshot()
-    original = kbv.measure.time_calls
-    kbv.measure.time_calls = lambda *a: None
-    sys.modules["kbv.measure"] = types.ModuleType("kbv.measure")
+    original = kbv.timing.time_calls
+    kbv.timing.time_calls = lambda *a: None
+    sys.modules["kbv.timing"] = types.ModuleType("kbv.timing")
     try:
         changed = snapshot.check()
-        assert "kbv.measure.time_calls" in changed
-        assert "sys.modules['kbv.measure']" in changed
-        assert kbv.measure.time_calls is original
-        assert sys.modules["kbv.measure"] is kbv.measure
+        assert "kbv.timing.time_calls" in changed
+        assert "sys.modules['kbv.timing']" in changed
+        assert kbv.timing.time_calls is original
+        assert sys.modules["kbv.timing"] is kbv.timing
     finally:
-        kbv.measure.time_calls = original
-        sys.modules["kbv.measure"] = kbv.measure
+        kbv.timing.time_calls = original
+        sys.modules["kbv.timing"] = kbv.timing
+
+
+# Bindings of kbv modules the old hand-written list left out (kbv.numerics, kbv.loading, names
+# imported into a module, module references, constants, methods), and the split measurement
+# modules. Each is (module, owner path inside it, attribute).
+UNLISTED = [
+    ("kbv.numerics", "", "snapshot"),  # called by the candidate worker after every call
+    ("kbv.numerics", "", "changes"),
+    ("kbv.numerics", "", "restore"),
+    ("kbv.loading", "", "construct"),
+    ("kbv.candidate", "", "construct"),  # the name candidate.py imported and calls
+    ("kbv.timing", "", "kbv_native"),  # a module reference: a fake timer behind it
+    ("kbv.timing", "", "SLOWDOWN_MASK"),  # a constant: no sample ever discarded
+    ("kbv.timing", "ThrottleTally", "keep"),
+    ("kbv.kernel_audit", "", "kernel_audit"),
+    ("kbv.memory", "", "peak_memory"),
+    ("kbv.memory", "", "warm_tracer"),
+    ("kbv.devices", "", "synchronize"),
+    ("kbv.guards", "", "WAIT_AFTER_RETURN_S"),
+    ("kbv", "", "numerics"),  # the package's attribute: `import kbv.numerics` reads it
+]
+
+
+@pytest.mark.parametrize("module_name, owner_path, attr", UNLISTED)
+def test_snapshot_sees_every_kbv_binding_replaced(guards, module_name, owner_path, attr):
+    import kbv.candidate  # noqa: F401 - loads every module the candidate worker has loaded
+
+    owner = importlib.import_module(module_name)
+    if owner_path:
+        owner = getattr(owner, owner_path)
+    label = ".".join(p for p in (module_name, owner_path, attr) if p)
+    original = vars(owner)[attr]
+    snapshot = guards.HarnessSnapshot()
+    setattr(owner, attr, lambda *a, **k: {})
+    try:
+        assert snapshot.check() == [label]
+        assert vars(owner)[attr] is original  # put back
+        assert snapshot.check() == []
+    finally:
+        setattr(owner, attr, original)
+
+
+def test_snapshot_is_quiet_when_nothing_is_touched(guards):
+    import kbv.candidate  # noqa: F401
+
+    snapshot = guards.HarnessSnapshot()
+    assert snapshot.check() == []
+    assert snapshot.check() == []
+
+
+def test_snapshot_is_quiet_for_reading_kbv_and_for_the_harness_itself(guards):
+    """Reading kbv modules, importing them again, calling their functions and the harness's
+    own measuring (which updates its module state: first-call record, CUPTI warm-up flag) is
+    not tampering."""
+    import kbv.candidate  # noqa: F401
+
+    snapshot = guards.HarnessSnapshot()
+    import kbv
+    import kbv.numerics
+    from kbv import devices, kernel_audit, memory, numerics, timing
+
+    importlib.import_module("kbv.hosting")
+    flags = kbv.numerics.snapshot()
+    assert numerics.changes(flags, numerics.snapshot()) == {}
+    assert isinstance(kbv.__version__, str) and callable(timing.time_calls)
+    cpu = torch.device("cpu")
+    x = torch.randn(32, 32)
+    timing.time_calls(lambda i: x @ x, cpu, 3, 1, steady=True)
+    timing.secondary_times(lambda i: x @ x, cpu, 2)
+    kernel_audit.kernel_audit(lambda i: x @ x, cpu, 2)
+    memory.peak_memory(lambda: x @ x, cpu)
+    memory.observe_first_call(lambda: x @ x, cpu)
+    memory.state_bytes(torch.nn.Linear(4, 4))
+    devices.synchronize(cpu)
+    assert snapshot.check() == []
 
 
 def _watch(guards, call):
@@ -120,3 +195,53 @@ def test_failed_extension_call_is_not_counted(guards):
     with pytest.raises(RuntimeError):
         module.kernel(1)
     assert calls.total() == 0
+
+
+# -- end to end: a candidate file evaluated by `kbv eval` on the CPU --------------------------
+RELU_CANDIDATE = Path(__file__).resolve().parents[2] / "examples/candidates/cpu/level1/3_ReLU.py"
+RELU_PROBLEM = Path(__file__).resolve().parents[2] / "problems/level1/3_ReLU.py"
+
+
+def _relu_candidate(tmp_path: Path, preamble: str) -> Path:
+    """The honest CPU ReLU candidate with `preamble` run at its import."""
+    path = tmp_path / "candidate.py"
+    path.write_text(preamble + "\n" + RELU_CANDIDATE.read_text())
+    return path
+
+
+@pytest.mark.e2e
+def test_candidate_replacing_numerics_snapshot_is_rejected(tmp_path, run_eval):
+    # Hides a lowered precision flag from the worker's check after every call.
+    preamble = (
+        "import sys\n"
+        "_numerics = sys.modules.get('kbv.numerics')\n"
+        "if _numerics is not None:\n"
+        "    _baseline = _numerics.snapshot()\n"
+        "    _numerics.snapshot = lambda: dict(_baseline)\n"
+    )
+    evaluation = run_eval(RELU_PROBLEM, _relu_candidate(tmp_path, preamble))
+    assert evaluation.returncode == 0, evaluation.stderr
+    result = evaluation.result
+    assert result["verdict"] == "rejected", (result["reason"], result["flags"])
+    assert "harness_tampered" in evaluation.flag_ids("reject"), result["flags"]
+    detail = next(f["detail"] for f in result["flags"] if f["id"] == "harness_tampered")
+    assert "kbv.numerics.snapshot" in detail
+
+
+@pytest.mark.e2e
+def test_candidate_reading_kbv_modules_is_not_flagged(tmp_path, run_eval):
+    # Imports kbv modules (kbv.reference and kbv.scan are not loaded in the candidate's worker
+    # until this import), reads them and calls a pure one; replaces nothing.
+    preamble = (
+        "import kbv\n"
+        "import kbv.numerics\n"
+        "import kbv.reference\n"
+        "from kbv import scan, timing\n"
+        "_flags = kbv.numerics.snapshot()\n"
+        "_names = sorted(vars(timing)) + sorted(scan.FINDINGS) + [kbv.__version__]\n"
+    )
+    evaluation = run_eval(RELU_PROBLEM, _relu_candidate(tmp_path, preamble))
+    assert evaluation.returncode == 0, evaluation.stderr
+    result = evaluation.result
+    assert "harness_tampered" not in evaluation.flag_ids(), result["flags"]
+    assert result["verdict"] == "correct", (result["reason"], result["flags"])

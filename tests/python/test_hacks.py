@@ -172,7 +172,7 @@ def test_scan_finds_low_precision_in_cpp():
     [
         ("import threading\nthreading.Thread(target=print).start()\n", "scan_threads"),
         ("import time\ntime.perf_counter = lambda: 0.0\n", "scan_monkey_patch"),
-        ("import sys\nsys.modules['kbv.measure'].time_calls = None\n", "scan_monkey_patch"),
+        ("import sys\nsys.modules['kbv.timing'].time_calls = None\n", "scan_monkey_patch"),
         ("import gc\nobjs = gc.get_objects()\n", "scan_introspection"),
         ("import sys\nf = sys._getframe(1)\n", "scan_introspection"),
         ("data = open('/etc/passwd').read()\n", "scan_io"),

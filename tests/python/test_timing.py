@@ -1,6 +1,6 @@
-"""The worker's measurement pieces that run without a GPU: per-sample throttle classification,
-steady-clock warm-up, CPU timing with the new fields, secondary figures, memory sources, and the
-CUDA-only paths answering cleanly on a machine without one."""
+"""The worker's timing (python/kbv/timing.py) where it runs without a GPU: per-sample throttle
+classification, steady-clock warm-up, CPU timing, secondary figures, and the CUDA sample loop
+against a fake kbv_native; then `kbv eval --profile` end to end on the CPU."""
 
 from __future__ import annotations
 
@@ -19,23 +19,23 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the build
     pytest.skip(f"kbv_native not importable from {NATIVE_DIR}: {error}", allow_module_level=True)
 
-from kbv import measure  # noqa: E402
+from kbv import timing  # noqa: E402
 
 CPU = torch.device("cpu")
 HW_SLOWDOWN, SW_POWER_CAP, SW_THERMAL, GPU_IDLE = 0x8, 0x4, 0x20, 0x1
 
 
 def test_classify_takes_the_union_of_both_reads_and_ignores_failed_queries():
-    assert measure.classify_sample((1980, GPU_IDLE), (1755, SW_POWER_CAP)) == (
+    assert timing.classify_sample((1980, GPU_IDLE), (1755, SW_POWER_CAP)) == (
         GPU_IDLE | SW_POWER_CAP,
         1980,
     )
-    assert measure.classify_sample((-1, -1), (1500, HW_SLOWDOWN)) == (HW_SLOWDOWN, 1500)
-    assert measure.classify_sample((-1, -1), (-1, -1)) == (0, -1)
+    assert timing.classify_sample((-1, -1), (1500, HW_SLOWDOWN)) == (HW_SLOWDOWN, 1500)
+    assert timing.classify_sample((-1, -1), (-1, -1)) == (0, -1)
 
 
 def test_slowdown_samples_are_discarded_power_capped_ones_kept_and_counted():
-    tally = measure.ThrottleTally(max_retries=2)
+    tally = timing.ThrottleTally(max_retries=2)
     assert tally.keep(0, 1980)
     assert tally.keep(SW_POWER_CAP, 1470)  # the normal state of heavy work: kept
     assert not tally.keep(HW_SLOWDOWN, 1200)
@@ -52,7 +52,7 @@ def test_slowdown_samples_are_discarded_power_capped_ones_kept_and_counted():
 
 
 def test_honest_clocks_discard_nothing():
-    tally = measure.ThrottleTally(max_retries=5)
+    tally = timing.ThrottleTally(max_retries=5)
     for _ in range(10):
         assert tally.keep(GPU_IDLE, 1980)
     report = tally.report()
@@ -68,7 +68,7 @@ def test_steady_warmup_stops_when_successive_medians_agree():
         seen.append(n)
         return [next(medians)] * n
 
-    info = measure.steady_warmup(sample, batch=4)
+    info = timing.steady_warmup(sample, batch=4)
     assert info["steady"] is True
     assert info["batches"] == 4  # 5 -> 3 -> 2 -> 2.01: steady at the fourth
     assert info["medians_ms"] == [5.0, 3.0, 2.0, 2.01]
@@ -77,58 +77,28 @@ def test_steady_warmup_stops_when_successive_medians_agree():
 
 def test_steady_warmup_is_bounded_when_clocks_never_settle():
     values = iter(range(1, 1000))
-    info = measure.steady_warmup(lambda n: [float(next(values))] * n, max_batches=6)
+    info = timing.steady_warmup(lambda n: [float(next(values))] * n, max_batches=6)
     assert info["steady"] is False and info["batches"] == 6
 
 
 def test_cpu_time_calls_reports_throttle_not_applicable_and_warmup():
     calls = []
-    result = measure.time_calls(lambda i: calls.append(i), CPU, 5, 2, steady=True)
+    result = timing.time_calls(lambda i: calls.append(i), CPU, 5, 2, steady=True)
     assert len(result["samples_ms"]) == 5
     assert result["method"] == "cpu_steady_clock"
     assert result["throttle"] == {"status": "not_applicable"}
     assert result["warmup"]["batches"] >= 2
-    plain = measure.time_calls(lambda i: None, CPU, 3, 1)
+    plain = timing.time_calls(lambda i: None, CPU, 3, 1)
     assert "warmup" not in plain and len(plain["samples_ms"]) == 3
 
 
 def test_cpu_secondary_figures():
     x = torch.randn(256, 256)
-    result = measure.secondary_times(lambda i: x @ x, CPU, 4)
+    result = timing.secondary_times(lambda i: x @ x, CPU, 4)
     assert len(result["host_inclusive_ms"]) == 4 and len(result["hot_ms"]) == 4
     assert all(v > 0 for v in result["host_inclusive_ms"] + result["hot_ms"])
     assert result["hot_method"] == "cpu_back_to_back"
     assert 3 <= result["hot_batch"] <= 100
-
-
-def test_kernel_audit_on_the_cpu_is_unavailable_not_an_error():
-    out = measure.kernel_audit(lambda i: None, CPU, 3)
-    assert out == {"available": False, "why": "not a CUDA device"}
-
-
-def test_memory_sources_group_into_the_issues_three():
-    assert measure.source_group("torch") == "torch"
-    for lib in ("cublas", "cudnn", "cufft"):
-        assert measure.source_group(lib) == "cublas_cudnn"
-    assert measure.source_group("ext:kbv_relu_ext.so") == "candidate_extension"
-    for other in ("cudart", "driver", "other:python3.12", "kind:device"):
-        assert measure.source_group(other) == "other"
-
-
-def test_cpu_peak_memory_sees_a_planted_allocation_and_is_not_partial():
-    def call():
-        scratch = torch.ones(64 * 1024 * 1024 // 4)  # 64 MiB
-        return float(scratch.sum())
-
-    result = measure.peak_memory(call, CPU)
-    assert result["partial"] is False
-    assert result["peak_bytes"] >= 48 * 1024 * 1024
-    assert result["method"].startswith("process_peak_rss")
-
-
-def test_first_call_is_only_recorded_on_cuda():
-    assert measure.observe_first_call(lambda: 7, CPU) == 7
-    assert measure.first_call_record() is None
 
 
 # -- the CUDA sample loop, against a fake kbv_native (no GPU needed) --------------------------
@@ -142,7 +112,7 @@ class FakeNative:
         self.nvml = nvml
         self.calls: list[tuple[int, int, bool]] = []
         self.indices: list[int] = []
-        self._decode_throttle_reasons = measure.kbv_native._decode_throttle_reasons
+        self._decode_throttle_reasons = timing.kbv_native._decode_throttle_reasons
 
     def time_cuda(self, fn, calls, warmup, stream, flush_l2=True, block=True):
         self.calls.append((calls, warmup, block))
@@ -172,10 +142,10 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(
         torch.cuda, "current_stream", lambda device=None: SimpleNamespace(cuda_stream=0)
     )
-    monkeypatch.setattr(measure, "_synchronizes", False)
+    monkeypatch.setattr(timing, "_synchronizes", False)
 
     def install(fake):
-        monkeypatch.setattr(measure, "kbv_native", fake)
+        monkeypatch.setattr(timing, "kbv_native", fake)
         return fake
 
     return install
@@ -192,7 +162,7 @@ def test_cuda_loop_retakes_slowdown_samples_and_counts_power_cap(fake_cuda):
     reads += [(1980, 0), (1980, 0)]
     fake = fake_cuda(FakeNative(reads))
     seen = []
-    result = measure.time_calls(lambda i: seen.append(i), CUDA0, 3, 2)
+    result = timing.time_calls(lambda i: seen.append(i), CUDA0, 3, 2)
     assert result["samples_ms"] == [1.0, 1.0, 1.0]
     assert result["method"] == "cuda_events_blocked_cold_l2"
     t = result["throttle"]
@@ -208,21 +178,21 @@ def test_cuda_loop_retakes_slowdown_samples_and_counts_power_cap(fake_cuda):
 
 def test_cuda_loop_times_a_synchronising_forward_unblocked_and_remembers(fake_cuda):
     fake = fake_cuda(FakeNative(synchronizes=True))
-    result = measure.time_calls(lambda i: None, CUDA0, 4, 1)
+    result = timing.time_calls(lambda i: None, CUDA0, 4, 1)
     assert result["samples_ms"] == [1.5] * 4
     assert result["synchronizes_internally"] is True
     assert result["method"] == "cuda_events_unblocked_cold_l2"
     assert fake.calls[1][2] is True  # the first sample tried the blocker once
     # The next request of this worker starts unblocked: no second time-out.
     fake.calls.clear()
-    again = measure.time_calls(lambda i: None, CUDA0, 2, 0)
+    again = timing.time_calls(lambda i: None, CUDA0, 2, 0)
     assert again["samples_ms"] == [1.5, 1.5]
     assert all(block is False for _, _, block in fake.calls)
 
 
 def test_cuda_loop_without_nvml_says_why(fake_cuda):
     fake_cuda(FakeNative(nvml=False))
-    result = measure.time_calls(lambda i: None, CUDA0, 5, 0, steady=True)
+    result = timing.time_calls(lambda i: None, CUDA0, 5, 0, steady=True)
     assert result["samples_ms"] == [1.0] * 5
     assert result["throttle"]["status"] == "unavailable"
     assert "libnvidia-ml" in result["throttle"]["why"]
@@ -231,7 +201,7 @@ def test_cuda_loop_without_nvml_says_why(fake_cuda):
 
 def test_honest_cuda_loop_discards_nothing(fake_cuda):
     fake_cuda(FakeNative([(1980, GPU_IDLE)] * 20))
-    result = measure.time_calls(lambda i: None, CUDA0, 10, 0)
+    result = timing.time_calls(lambda i: None, CUDA0, 10, 0)
     assert len(result["samples_ms"]) == 10
     assert result["throttle"]["discarded"] == 0 and result["throttle"]["power_capped"] == 0
 
