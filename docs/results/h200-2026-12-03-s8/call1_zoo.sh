@@ -13,7 +13,8 @@ bash bench/gpu_build.sh "$OUT/build.log" || exit 1
 echo "build $(( $(date +%s) - t0 ))s" | tee "$OUT/steps.txt"
 PYTHONPATH=build KBV_BIN=$PWD/build/kbv KBV_NATIVE_DIR=$PWD/build timeout 150 \
   python3 -m pytest -q -p no:cacheprovider tests/python/test_native_memtrace.py \
-  tests/python/test_native.py tests/python/test_measure.py tests/python/test_guards.py \
+  tests/python/test_native.py tests/python/test_timing.py tests/python/test_kernel_audit.py \
+  tests/python/test_memory.py tests/python/test_guards.py tests/python/test_gpu_zoo.py \
   > "$OUT/gpu_pytest.log" 2>&1
 echo "gpu pytest rc=$? $(( $(date +%s) - t0 ))s: $(tail -1 "$OUT/gpu_pytest.log")" | tee -a "$OUT/steps.txt"
 OUT=$OUT/zoo ZOO_PHASE1_S=${ZOO_PHASE1_S:-300} ZOO_PHASE2_S=${ZOO_PHASE2_S:-110} \
