@@ -71,6 +71,10 @@ WorkerOptions worker_options(const WorkerSpec& spec) {
       point_caches_at(options, dir);
       options.nice = kBuildNice;
       options.sandbox.writable = {dir, spec.extension_cache};
+      // The candidate's import-time code runs here while other evaluations (its own problem's
+      // reference among them) keep golden outputs in their run directories: all of them out of
+      // sight, as in the candidate's own sandbox.
+      options.sandbox.private_root = spec.work_root;
       options.sandbox.quota_dir = dir;
       options.sandbox.quota_bytes = spec.scratch_quota_bytes;
       break;

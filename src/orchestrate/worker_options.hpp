@@ -25,7 +25,10 @@ struct WorkerSpec {
   // Reference: its run directory (working directory and log). Candidate: its own folder, with
   // inputs/, state/, candidate/ (outputs) and scratch/. Build: its scratch folder.
   std::filesystem::path folder;
-  std::filesystem::path candidate_file;        // Candidate: bound read-only into its sandbox
+  std::filesystem::path candidate_file;  // Candidate: bound read-only into its sandbox
+  // Build: the folder of run directories and candidate folders (`<work>/kbv-runs`), hidden
+  // whole from the build worker, which runs the candidate's import-time code.
+  std::filesystem::path work_root;
   std::filesystem::path extension_cache;       // Candidate, Build: TORCH_EXTENSIONS_DIR (writable)
   unsigned long long scratch_quota_bytes = 0;  // Candidate, Build (orchestrate/scratch_quota)
   std::chrono::seconds compile_timeout{900};   // Candidate: part of its CPU-time limit

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/clock.hpp"
+#include "eval/workspace.hpp"
 #include "orchestrate/build_cache.hpp"
 #include "orchestrate/worker_options.hpp"
 
@@ -45,6 +46,9 @@ void build_ahead(const std::vector<const Task*>& tasks, const std::vector<fs::pa
   size_t done = 0, total = queue.size();
   int index = 0;
   const auto& progress = settings.placement.progress;
+  // Made now if no evaluation has made it yet: the build workers' sandbox hides it.
+  const fs::path work_root = eval::work_root(settings.placement.work_dir);
+  fs::create_directories(work_root);
   while (!queue.empty() || !running.empty()) {
     while (!queue.empty() && static_cast<int>(running.size()) < std::max(1, jobs)) {
       const auto [task, cache] = queue.front();
@@ -59,6 +63,7 @@ void build_ahead(const std::vector<const Task*>& tasks, const std::vector<fs::pa
       spec.folder = dir;
       spec.extension_cache = cache;
       spec.scratch_quota_bytes = settings.limits.max_scratch_bytes;
+      spec.work_root = work_root;
       auto worker = std::make_unique<orchestrate::WorkerProcess>(orchestrate::worker_options(spec));
       worker->send(orchestrate::worker_request(
           cmd::kImport, {{"candidate", fs::absolute(task->candidate.path).string()}}));

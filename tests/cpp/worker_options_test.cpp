@@ -64,6 +64,12 @@ TEST(WorkerOptions, BuildWorkerRunsNicerWithItsCachesInScratch) {
   EXPECT_EQ(options.environment.at("TRITON_CACHE_DIR"), "/tmp/kbv-runs/kbv-x");
   EXPECT_EQ(options.sandbox.quota_bytes, 1234u);
   EXPECT_EQ(options.sandbox.max_data_bytes, 0u);
+  EXPECT_TRUE(options.sandbox.private_root.empty());  // no work root given: nothing to hide
+  auto spec = spec_of(WorkerKind::Build);
+  spec.work_root = "/tmp/kbv-runs";
+  auto hidden = worker_options(spec);
+  EXPECT_EQ(hidden.sandbox.private_root, "/tmp/kbv-runs");  // every run directory out of sight
+  EXPECT_TRUE(hidden.sandbox.exposed.empty());
 }
 
 TEST(WorkerProtocol, RequestsAreBuiltOnlyForDeclaredCommands) {

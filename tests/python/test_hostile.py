@@ -3,6 +3,7 @@ with its reason, kbv completes, and nothing outside the candidate's own folders 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import socket
@@ -418,3 +419,56 @@ def test_outputs_spoiled_after_saving_cost_only_their_own_result(tmp_path, cache
     assert result["reason"]
     if verdicts[0] == "rejected":
         assert "output_file_tampered" in {f["id"] for f in result["flags"]}, result["flags"]
+
+
+PEEKS_AT_IMPORT = """
+import glob
+import json
+import time
+
+# (named so that kbv run builds this file ahead: load_inline)
+if os.path.basename(os.getcwd()).startswith("build-"):
+    seen = []
+    for _ in range(40):
+        seen = sorted(os.listdir({root!r})) if os.path.isdir({root!r}) else []
+        if any(name.startswith("kbv-run-") for name in seen):
+            break
+        time.sleep(0.25)
+    golden = glob.glob({root!r} + "/*/golden/*")
+    with open(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "peek.json"), "w") as out:
+        json.dump({{"seen": seen, "golden": golden}}, out)
+"""
+
+
+@pytest.mark.e2e
+def test_build_ahead_import_cannot_see_run_directories(tmp_path, cache_dir):
+    """kbv run imports candidates ahead of evaluation to build them; that import-time code must
+    not see the run directories (golden outputs) of the evaluations running beside it, its own
+    problem's reference among them."""
+    from test_run import kbv_run
+
+    work = tmp_path / "work"
+    root = work / "kbv-runs"
+    folder = tmp_path / "cands" / "peek"
+    folder.mkdir(parents=True)
+    (folder / "level_1_problem_3_sample_0_kernel.py").write_text(HEADER + HONEST_FORWARD)
+    # Unique content (its own build-cache folder, so a build ahead always happens): the root is
+    # this test's own.
+    peeker = HEADER + PEEKS_AT_IMPORT.format(root=str(root)) + HONEST_FORWARD
+    (folder / "level_1_problem_3_sample_1_kernel.py").write_text(peeker)
+    db = tmp_path / "peek.sqlite"
+    done = kbv_run(tmp_path / "cands", db, "--work-dir", str(work), cache_dir=cache_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with sqlite3.connect(db) as con:
+        results = [json.loads(t) for (t,) in con.execute("SELECT result_json FROM results")]
+    assert [r["verdict"] for r in results] == ["correct", "correct"]
+    if not str(results[1]["isolation"].get("namespaces", "")).startswith(
+        ("privileged", "user_namespace")
+    ):
+        pytest.skip("this machine refuses namespaces")
+    digest = hashlib.sha256(peeker.encode()).hexdigest()[:24]
+    peeks = list((cache_dir / "torch_extensions").glob(f"{digest}-cpu/*/peek.json"))
+    assert peeks, "the build-ahead import did not run"
+    seen = json.loads(peeks[0].read_text())
+    assert not [n for n in seen["seen"] if n.startswith("kbv-run-")], seen
+    assert not seen["golden"], seen
