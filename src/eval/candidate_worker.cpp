@@ -28,6 +28,7 @@ std::shared_ptr<CandidateWorker> start_candidate_worker(const EvalRequest& reque
   fs::path cache = orchestrate::extension_cache_dir(request.placement.cache_dir, candidate_sha256,
                                                     request.settings.device);
   fs::create_directories(cache);
+  orchestrate::make_scratch_folders(worker->folder / "scratch");
   orchestrate::WorkerSpec spec;
   spec.kind = orchestrate::WorkerKind::Candidate;
   spec.size = request.settings.size;

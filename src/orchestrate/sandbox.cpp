@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
@@ -85,6 +86,12 @@ bool has_quota(const SandboxOptions& options, const fs::path& p) {
 // The scratch folder as a tmpfs of the quota's size, so the kernel bounds the total bytes
 // written there (ENOSPC), not only each file (RLIMIT_FSIZE). False: it stays as it was.
 bool mount_scratch_tmpfs(const SandboxOptions& options, nlohmann::json& report) {
+  // The tmpfs starts with the folder's own subfolders (its tmp/ and home/).
+  std::vector<fs::path> subfolders;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options.quota_dir, ec)) {
+    if (entry.is_directory(ec) && !entry.is_symlink(ec)) subfolders.push_back(entry.path());
+  }
   std::string data = "size=" + std::to_string(options.quota_bytes) + ",mode=700";
   if (::mount("tmpfs", options.quota_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, data.c_str()) !=
       0) {
@@ -92,6 +99,7 @@ bool mount_scratch_tmpfs(const SandboxOptions& options, nlohmann::json& report) 
                                {"reason", "mounting a tmpfs failed: " + error_text()}};
     return false;
   }
+  for (const auto& sub : subfolders) fs::create_directories(sub, ec);
   report["scratch_quota"] = {
       {"kind", "tmpfs"}, {"path", options.quota_dir.string()}, {"bytes", options.quota_bytes}};
   return true;
@@ -146,6 +154,80 @@ nlohmann::json privatize_root(const SandboxOptions& options, nlohmann::json& san
   return report;
 }
 
+// At most this many entries of /tmp are carried into the private /tmp (each is a mount and an
+// open descriptor while it is made); a /tmp with more is left as it is, and the report says so.
+constexpr size_t kMaxTmpEntries = 2000;
+
+// Binds `options.private_tmp` over /tmp, then every entry /tmp held back over it, recursively
+// (so the privatized work root and the writable binds inside come along) and read-only; symbolic
+// links are made again as they were.
+nlohmann::json privatize_tmp(const SandboxOptions& options) {
+  nlohmann::json report = {{"path", options.private_tmp.string()}, {"done", false}};
+  std::error_code ec;
+  fs::create_directories(options.private_tmp, ec);
+  int tmp_fd = ::open(options.private_tmp.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (tmp_fd < 0) {
+    report["error"] = "cannot open the private /tmp folder: " + error_text();
+    return report;
+  }
+  struct Entry {
+    std::string name;
+    int fd = -1;
+    std::string link;  // a symbolic link's target
+    bool dir = false;
+  };
+  std::vector<Entry> entries;
+  for (const auto& e : fs::directory_iterator("/tmp", ec)) {
+    Entry entry{e.path().filename().string()};
+    if (e.is_symlink(ec)) {
+      entry.link = fs::read_symlink(e.path(), ec).string();
+    } else {
+      entry.fd = ::open(e.path().c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      if (entry.fd < 0) continue;
+      struct stat st {};
+      ::fstat(entry.fd, &st);
+      entry.dir = S_ISDIR(st.st_mode);
+    }
+    entries.push_back(std::move(entry));
+    if (entries.size() > kMaxTmpEntries) break;
+  }
+  auto close_all = [&] {
+    for (auto& e : entries) {
+      if (e.fd >= 0) ::close(e.fd);
+    }
+    ::close(tmp_fd);
+  };
+  if (entries.size() > kMaxTmpEntries) {
+    report["error"] = fmt::format("/tmp holds more than {} entries", kMaxTmpEntries);
+    close_all();
+    return report;
+  }
+  if (!bind_path("/proc/self/fd/" + std::to_string(tmp_fd), "/tmp", /*read_only=*/false)) {
+    report["error"] = "binding the private /tmp failed: " + error_text();
+    close_all();
+    return report;
+  }
+  int carried = 0;
+  for (auto& e : entries) {
+    const fs::path target = fs::path("/tmp") / e.name;
+    if (!e.link.empty()) {
+      carried += ::symlink(e.link.c_str(), target.c_str()) == 0;
+      continue;
+    }
+    if (e.dir) {
+      fs::create_directories(target, ec);
+    } else {
+      ::close(::open(target.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+    }
+    carried += bind_path("/proc/self/fd/" + std::to_string(e.fd), target, /*read_only=*/true);
+  }
+  close_all();
+  report["entries"] = entries.size();
+  report["carried"] = carried;
+  report["done"] = carried == static_cast<int>(entries.size());
+  return report;
+}
+
 // Clears every capability (bounding, effective, permitted, inheritable): without
 // CAP_SYS_ADMIN the candidate cannot unmount the tmpfs that hides the golden outputs.
 bool drop_all_capabilities() {
@@ -180,6 +262,7 @@ int read_only_submounts(const SandboxOptions& options) {
       continue;  // set up explicitly by privatize_root
     }
     if (p == options.private_root) continue;
+    if (point == "/tmp" && !options.private_tmp.empty()) continue;  // the worker's own /tmp
     if (::mount(nullptr, point.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0) {
       ++count;
     }
@@ -265,6 +348,7 @@ std::string apply_sandbox_in_child(const SandboxOptions& options) {
         }
       }
     }
+    if (!options.private_tmp.empty()) report["private_tmp"] = privatize_tmp(options);
     if (options.read_only_root) {
       report["read_only_root"] =
           ::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0;

@@ -6,7 +6,7 @@
 // the work root (where run directories live) replaced by an empty tmpfs into which only its own
 // inputs, state, output and scratch folders are bound back; its own build-cache folder
 // writable; a private /dev/shm; its scratch folder a tmpfs of the scratch quota's size; and no
-// capabilities, so it cannot unmount any of this.
+// capabilities, so it cannot unmount any of this. Its /tmp is its own (private_tmp).
 #pragma once
 
 #include <filesystem>
@@ -36,6 +36,11 @@ struct SandboxOptions {
   // orchestrator's watchdog enforces it (scratch_quota.hpp). 0: no quota.
   std::filesystem::path quota_dir;
   unsigned long long quota_bytes = 0;
+  // A folder (inside the scratch folder, so under its quota) that becomes the worker's own
+  // writable /tmp: what /tmp held stays in sight read-only (the work root as privatized above),
+  // and what the candidate writes there (`/tmp/cuda_extensions`, as KernelBench candidates do)
+  // goes into this folder. Empty: /tmp stays as the rest of the file system (read-only).
+  std::filesystem::path private_tmp;
 };
 
 // Runs in the forked child, before exec. The orchestrator forks only while single-threaded, so

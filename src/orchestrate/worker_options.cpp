@@ -18,14 +18,24 @@ std::map<std::string, std::string> common_environment(const WorkerSpec& spec) {
           {"OMP_WAIT_POLICY", "PASSIVE"}};
 }
 
-// Where hosted code's temporary files and caches go: its scratch folder, under its quota.
+// Where hosted code's temporary files and caches go: its scratch folder, under its quota; its
+// HOME (`~/.cache`, `~/.triton`) and its /tmp are folders of its own there too, so a candidate
+// that builds into `/tmp/...` or `~/.cache/...`, as it may under KernelBench, works and writes
+// nothing outside its sandbox.
 void point_caches_at(WorkerOptions& options, const fs::path& scratch) {
   for (const char* var : {"TMPDIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR"}) {
     options.environment[var] = scratch.string();
   }
+  options.environment["HOME"] = (scratch / "home").string();
+  options.sandbox.private_tmp = scratch / "tmp";
 }
 
 }  // namespace
+
+void make_scratch_folders(const fs::path& scratch) {
+  fs::create_directories(scratch / "home");
+  fs::create_directories(scratch / "tmp");
+}
 
 WorkerOptions worker_options(const WorkerSpec& spec) {
   WorkerOptions options;

@@ -42,6 +42,11 @@ inline constexpr int kBuildNice = 10;
 // Processes a sandboxed worker may start beyond those its user already runs (compilers, ninja).
 inline constexpr unsigned long long kMaxNewProcesses = 512;
 
+// Pure: the folders it names (a candidate's or build's scratch/home and scratch/tmp among them)
+// are made by the caller (make_scratch_folders).
 WorkerOptions worker_options(const WorkerSpec& spec);
+
+// The home/ and tmp/ folders of a scratch folder (the worker's HOME and /tmp).
+void make_scratch_folders(const std::filesystem::path& scratch);
 
 }  // namespace kbv::orchestrate

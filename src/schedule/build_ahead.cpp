@@ -55,6 +55,7 @@ void build_ahead(const std::vector<const Task*>& tasks, const std::vector<fs::pa
       queue.pop_front();
       auto dir = scratch / fmt::format("build-{}", index++);
       fs::create_directories(dir);
+      orchestrate::make_scratch_folders(dir);
       fs::create_directories(cache);
       orchestrate::WorkerSpec spec;
       spec.kind = orchestrate::WorkerKind::Build;

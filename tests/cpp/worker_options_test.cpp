@@ -41,6 +41,8 @@ TEST(WorkerOptions, CandidateSeesOnlyItsFolderAndWritesItsOutputsScratchAndCache
   EXPECT_EQ(options.environment.at("TMPDIR"), "/tmp/kbv-runs/kbv-x/scratch");
   EXPECT_EQ(options.environment.at("TRITON_CACHE_DIR"), "/tmp/kbv-runs/kbv-x/scratch");
   EXPECT_EQ(options.environment.at("TORCH_EXTENSIONS_DIR"), "/cache/torch_extensions/abc-cpu");
+  EXPECT_EQ(options.environment.at("HOME"), "/tmp/kbv-runs/kbv-x/scratch/home");
+  EXPECT_EQ(options.sandbox.private_tmp, "/tmp/kbv-runs/kbv-x/scratch/tmp");  // under the quota
   EXPECT_EQ(options.sandbox.quota_bytes, 1234u);
   EXPECT_EQ(options.sandbox.max_data_bytes, 5678u);  // CPU device: heap cap
   EXPECT_EQ(options.nice, 0);
@@ -55,6 +57,7 @@ TEST(WorkerOptions, ReferenceIsTrustedToWriteItsRunDirectory) {
   EXPECT_FALSE(options.sandbox.read_only_root);
   EXPECT_EQ(options.log_file, "/tmp/kbv-runs/kbv-x/reference.log");
   EXPECT_FALSE(options.environment.contains("TORCH_EXTENSIONS_DIR"));
+  EXPECT_TRUE(options.sandbox.private_tmp.empty());  // its /tmp is writable as it is
 }
 
 TEST(WorkerOptions, BuildWorkerRunsNicerWithItsCachesInScratch) {

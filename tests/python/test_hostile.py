@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 from conftest import PROBLEMS, QUICK, REPO, kbv_binary
@@ -364,6 +365,7 @@ def test_scratch_quota_falls_back_to_the_watchdog_without_namespaces(
 SPOILS_ITS_OUTPUTS = """
 import glob
 import threading
+from pathlib import Path
 import time
 
 
@@ -472,3 +474,61 @@ def test_build_ahead_import_cannot_see_run_directories(tmp_path, cache_dir):
     seen = json.loads(peeks[0].read_text())
     assert not [n for n in seen["seen"] if n.startswith("kbv-run-")], seen
     assert not seen["golden"], seen
+
+
+BUILDS_INTO_TMP_AND_HOME = """
+MARK = {mark!r}
+os.makedirs(f"/tmp/cuda_extensions/{{MARK}}", exist_ok=True)
+with open(f"/tmp/cuda_extensions/{{MARK}}/built.txt", "w") as handle:
+    handle.write("built")
+HOME_CACHE = os.path.expanduser(f"~/.cache/{{MARK}}")
+os.makedirs(HOME_CACHE, exist_ok=True)
+with open(os.path.join(HOME_CACHE, "entry"), "w") as handle:
+    handle.write("cached")
+"""
+
+READS_BACK = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        with open(f"/tmp/cuda_extensions/{MARK}/built.txt") as handle:
+            assert handle.read() == "built"
+        with open(os.path.join(HOME_CACHE, "entry")) as handle:
+            assert handle.read() == "cached"
+        return torch.relu(x)
+"""
+
+FILLS_TMP = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        for i in range(64):
+            with open(f"/tmp/kbv-fill-{i}.bin", "wb") as handle:
+                handle.write(b"\\0" * (4 << 20))
+        return torch.relu(x)
+"""
+
+
+@pytest.mark.e2e
+def test_candidate_builds_into_a_private_tmp_and_home(tmp_path, run_eval):
+    """As under KernelBench, a candidate may build into /tmp/... or ~/.cache/... at import: both
+    work, inside its sandbox, and nothing of it reaches the machine's /tmp or HOME."""
+    mark = f"kbv-private-{tmp_path.name}"
+    body = BUILDS_INTO_TMP_AND_HOME.format(mark=mark)
+    evaluation = run_eval(RELU, candidate(tmp_path, "tmp_builder", body, READS_BACK))
+    isolation = require_isolation(evaluation)
+    assert evaluation.verdict == "correct", evaluation.result["reason"]
+    assert isolation["private_tmp"]["done"] is True, isolation["private_tmp"]
+    assert not (Path("/tmp/cuda_extensions") / mark).exists()
+    assert not (Path.home() / ".cache" / mark).exists()
+
+
+@pytest.mark.e2e
+def test_a_private_tmp_counts_in_the_scratch_quota(tmp_path, run_eval, monkeypatch):
+    monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
+    evaluation = run_eval(RELU, candidate(tmp_path, "tmp_filler", "", FILLS_TMP))
+    require_isolation(evaluation)
+    reason = evaluation.result["reason"]
+    assert evaluation.verdict == "runtime_error", reason
+    # 256 MiB into /tmp stop at the 64 MiB quota: the write fails (or the watchdog of the tmpfs
+    # sees it full first), and nothing reaches the machine's /tmp.
+    assert "scratch quota exceeded" in reason or "No space left on device" in reason, reason
+    assert not list(Path("/tmp").glob("kbv-fill-*.bin"))
