@@ -114,12 +114,18 @@ struct EvalOptions {
           request.settings.device.starts_with("cuda:"))) {
       return fmt::format("--device must be cpu, cuda or cuda:N, not '{}'", request.settings.device);
     }
-    if (const char* quota = std::getenv("KBV_SCRATCH_QUOTA_BYTES"); quota && *quota) {
+    // Byte limits from the environment (0 turns one off): the scratch quota, and the candidate's
+    // heap cap on the CPU device (RLIMIT_DATA; default 16 GiB), for machines of less memory.
+    for (auto [name, limit] :
+         {std::pair{"KBV_SCRATCH_QUOTA_BYTES", &request.limits.max_scratch_bytes},
+          std::pair{"KBV_HOST_MEMORY_BYTES", &request.limits.max_host_memory_bytes}}) {
+      const char* value = std::getenv(name);
+      if (!value || !*value) continue;
       char* end = nullptr;
       errno = 0;
-      request.limits.max_scratch_bytes = std::strtoull(quota, &end, 10);
-      if (errno != 0 || *end != '\0' || *quota == '-') {
-        return fmt::format("KBV_SCRATCH_QUOTA_BYTES must be a number of bytes, not '{}'", quota);
+      *limit = std::strtoull(value, &end, 10);
+      if (errno != 0 || *end != '\0' || *value == '-') {
+        return fmt::format("{} must be a number of bytes, not '{}'", name, value);
       }
     }
     return "";
