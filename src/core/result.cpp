@@ -36,21 +36,29 @@ std::string_view to_string(Severity severity) {
   return "unknown";
 }
 
-void Result::add_flag(std::string id, Severity severity, std::string detail) {
+void add_flag(std::vector<Flag>& flags, std::string id, Severity severity, std::string detail) {
   require_catalogued(id, severity);
   // One flag per id: a repeated finding (say, on every draw) keeps its first evidence.
-  if (has_flag(id)) return;
+  if (has_flag(flags, id)) return;
   flags.push_back(Flag{std::move(id), severity, std::move(detail)});
 }
 
-bool Result::has_flag(std::string_view id) const {
+bool has_flag(const std::vector<Flag>& flags, std::string_view id) {
   return std::any_of(flags.begin(), flags.end(), [&](const Flag& f) { return f.id == id; });
 }
 
-bool Result::has_reject_flag() const {
+bool has_reject_flag(const std::vector<Flag>& flags) {
   return std::any_of(flags.begin(), flags.end(),
                      [](const Flag& f) { return f.severity == Severity::Reject; });
 }
+
+void Result::add_flag(std::string id, Severity severity, std::string detail) {
+  kbv::add_flag(flags, std::move(id), severity, std::move(detail));
+}
+
+bool Result::has_flag(std::string_view id) const { return kbv::has_flag(flags, id); }
+
+bool Result::has_reject_flag() const { return kbv::has_reject_flag(flags); }
 
 nlohmann::json Result::to_json() const {
   nlohmann::json flag_list = nlohmann::json::array();

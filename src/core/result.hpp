@@ -29,6 +29,12 @@ struct Flag {
   std::string detail;
 };
 
+// The one rule of a flag list, for the result and the evaluation's findings alike: one flag per
+// id, its first evidence kept; every id catalogued (core/flags.hpp) with a severity it may carry.
+void add_flag(std::vector<Flag>& flags, std::string id, Severity severity, std::string detail);
+bool has_flag(const std::vector<Flag>& flags, std::string_view id);
+bool has_reject_flag(const std::vector<Flag>& flags);
+
 // Correctness on one input family: every draw's figures, and the worst of them.
 struct FamilyResult {
   std::string family;

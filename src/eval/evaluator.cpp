@@ -50,9 +50,9 @@ class Evaluation {
     result.limits = request_.limits.to_json();
     try {
       run_phases(result);
-      if (exchange_) {
+      if (exchange_ && !listing_.empty()) {
         auto changed = judge::changed_entries(listing_, judge::list_run_dir(exchange_->run_dir()));
-        if (!listing_.empty() && !changed.empty()) {
+        if (!changed.empty()) {
           findings_.add("run_dir_tampered", Severity::Reject,
                         fmt::format("files of the run directory outside the candidate's scratch "
                                     "space were created or changed: {}",

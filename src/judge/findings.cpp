@@ -1,15 +1,11 @@
 #include "judge/findings.hpp"
 
-#include <algorithm>
-
 #include "core/flags.hpp"
 
 namespace kbv::judge {
 
 void Findings::add(std::string id, Severity severity, std::string detail) {
-  require_catalogued(id, severity);
-  if (has(id)) return;
-  flags_.push_back(Flag{std::move(id), severity, std::move(detail)});
+  add_flag(flags_, std::move(id), severity, std::move(detail));
 }
 
 void Findings::raise(std::string id, Severity severity, std::string detail) {
@@ -25,14 +21,9 @@ void Findings::raise(std::string id, Severity severity, std::string detail) {
   add(std::move(id), severity, std::move(detail));
 }
 
-bool Findings::has(std::string_view id) const {
-  return std::any_of(flags_.begin(), flags_.end(), [&](const Flag& f) { return f.id == id; });
-}
+bool Findings::has(std::string_view id) const { return has_flag(flags_, id); }
 
-bool Findings::has_reject() const {
-  return std::any_of(flags_.begin(), flags_.end(),
-                     [](const Flag& f) { return f.severity == Severity::Reject; });
-}
+bool Findings::has_reject() const { return has_reject_flag(flags_); }
 
 void Findings::into(Result& result) const {
   for (const auto& f : flags_) result.add_flag(f.id, f.severity, f.detail);

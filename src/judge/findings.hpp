@@ -1,6 +1,7 @@
-// The flags an evaluation collects, in the order found: one per id, its first evidence kept,
-// except that evidence which makes a flag a reject replaces a warning of the same id (a thread
-// left running is a warning until an output is seen to change after it finished).
+// The flags an evaluation collects, in the order found: one per id, its first evidence kept (the
+// rule of core/result.hpp's add_flag), except that evidence which makes a flag a reject replaces a
+// warning of the same id (a thread left running is a warning until an output is seen to change
+// after it finished).
 #pragma once
 
 #include <string>

@@ -22,7 +22,7 @@ std::map<std::string, std::string> common_environment(const WorkerSpec& spec) {
 // HOME (`~/.cache`, `~/.triton`) and its /tmp are folders of its own there too, so a candidate
 // that builds into `/tmp/...` or `~/.cache/...`, as it may under KernelBench, works and writes
 // nothing outside its sandbox.
-void point_caches_at(WorkerOptions& options, const fs::path& scratch) {
+void keep_files_in_scratch(WorkerOptions& options, const fs::path& scratch) {
   for (const char* var : {"TMPDIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR"}) {
     options.environment[var] = scratch.string();
   }
@@ -59,7 +59,7 @@ WorkerOptions worker_options(const WorkerSpec& spec) {
       options.working_directory = dir / "scratch";
       options.log_file = dir / "candidate.log";
       options.environment["TORCH_EXTENSIONS_DIR"] = spec.extension_cache.string();
-      point_caches_at(options, dir / "scratch");
+      keep_files_in_scratch(options, dir / "scratch");
       // The candidate sees its inputs, parameters and its own file, never golden outputs, the
       // reference's log or other runs; it writes only its outputs, scratch and build cache.
       auto& box = options.sandbox;
@@ -78,7 +78,7 @@ WorkerOptions worker_options(const WorkerSpec& spec) {
       options.working_directory = dir;
       options.log_file = dir / "build.log";
       options.environment["TORCH_EXTENSIONS_DIR"] = spec.extension_cache.string();
-      point_caches_at(options, dir);
+      keep_files_in_scratch(options, dir);
       options.nice = kBuildNice;
       options.sandbox.writable = {dir, spec.extension_cache};
       // The candidate's import-time code runs here while other evaluations (its own problem's
