@@ -3,6 +3,7 @@ that returns the exit status, the parsed JSON result and the printed output."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -21,6 +22,21 @@ WRONG = REPO / "examples" / "wrong"
 
 # The python package is importable for the unit tests without installing it.
 sys.path.insert(0, str(REPO / "python"))
+
+
+NATIVE_DIR = os.environ.get("KBV_NATIVE_DIR", str(REPO / "build"))
+
+
+def import_native_or_skip_module():
+    """kbv_native from $KBV_NATIVE_DIR (default build/), else the calling test module is skipped.
+    Call at module level, after importing torch (kbv_native shares torch's CUDA runtime)."""
+    sys.path.insert(0, NATIVE_DIR)
+    try:
+        return importlib.import_module("kbv_native")
+    except ImportError as error:  # pragma: no cover - depends on the build
+        pytest.skip(
+            f"kbv_native not importable from {NATIVE_DIR}: {error}", allow_module_level=True
+        )
 
 
 def kbv_binary() -> str:

@@ -3,20 +3,10 @@ peak, and the first-call record that only CUDA keeps."""
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
-from pathlib import Path
-
-import pytest
 import torch
+from conftest import import_native_or_skip_module  # noqa: E402
 
-NATIVE_DIR = os.environ.get("KBV_NATIVE_DIR", str(Path(__file__).resolve().parents[2] / "build"))
-sys.path.insert(0, NATIVE_DIR)
-try:
-    importlib.import_module("kbv_native")
-except ImportError as error:  # pragma: no cover - depends on the build
-    pytest.skip(f"kbv_native not importable from {NATIVE_DIR}: {error}", allow_module_level=True)
+import_native_or_skip_module()
 
 from kbv import memory  # noqa: E402
 
