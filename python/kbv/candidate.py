@@ -1,6 +1,6 @@
 """The candidate role: imports the candidate (building its extension), runs its forward on the
-cases the reference prepared, and times it. This process never holds a reference module or a
-reference output: it only ever sees inputs and parameters."""
+cases the reference shares, and times it. This process never holds a reference module or a
+reference output: it only ever sees inputs, parameters and the slot its outputs go into."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import contextlib
 import fcntl
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,7 +21,7 @@ from . import (
     memory,
     numerics,
     params,
-    tensorio,
+    shared,
     timing,
 )
 from .loading import WorkerError, construct, import_file, require
@@ -41,12 +40,14 @@ class CandidateRole:
         self.mapping: dict[str, str] = {}
         self.numerics_baseline: dict[str, Any] = {}
         self.timing_sets: list[list] = []
+        self.timing_blocks: list[shared.Block] = []
         self.harness: guards.HarnessSnapshot | None = None
         self.extensions = guards.ExtensionCalls()
-        # Every case's inputs stay alive, so no two cases share an address (a cache keyed on
-        # data_ptr cannot pass by accident); `kept` names the objects a re-check reuses.
-        self.alive: list[list] = []
-        self.kept: dict[str, list] = {}
+        # The block the outputs are copied into (the reference judges it); the input blocks a
+        # re-check reuses by name (same tensor objects, same addresses).
+        self.slot: shared.Block | None = None
+        self.kept: dict[str, shared.Block] = {}
+        self.last: dict[int, Any] = {}
 
     def cmd_load_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
         self.device = hosting.device_of(request["device"])
@@ -62,7 +63,7 @@ class CandidateRole:
         model_cls = require(module, "ModelNew", "compile_error", "the candidate")
         if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
             raise WorkerError("compile_error", "ModelNew is not a torch.nn.Module subclass")
-        init_inputs = tensorio.load_inputs(Path(request["init_inputs_path"]), self.device)
+        init_inputs = shared.decode_values(request["init_inputs"])
         hosting.seeded(hosting.CONSTRUCT_SEED)
         self.model = construct(model_cls, init_inputs, "candidate").to(self.device).eval()
         return {
@@ -85,61 +86,96 @@ class CandidateRole:
         self.mapping = dict(request["mapping"])
         return {}
 
-    def cmd_run_case(self, request: dict[str, Any]) -> dict[str, Any]:
-        """One forward on one case: state in, inputs in, outputs out, and what the call did to
-        its inputs, to the process's global state and to its outputs after returning.
+    def cmd_attach_slot(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The shared block the outputs of every checked call are copied into."""
+        fds = request.get("fds_received", [])
+        self.slot = shared.open_block(request["slot"], fds.pop(0) if fds else None, self.device)
+        return {}
 
-        `reuse`: the values of `inputs` are written into the tensor objects kept under that
-        name (same addresses, `_version` unchanged), as a re-check of output caching; `keep`:
-        the inputs are kept under that name for a later re-check."""
+    def cmd_run_case(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One forward on one case: state in, inputs in (shared blocks), outputs copied into
+        the slot at return, and what the call did to the process's global state and to its
+        outputs after returning. Input mutation is the reference's to see (checksums).
+
+        `reuse`: the inputs are the tensor objects kept under that name, into which the
+        reference has written new values (same addresses, `_version` unchanged): a re-check
+        of output caching; `keep`: the inputs are kept under that name for it. Other input
+        blocks are unmapped after the call (their addresses stay reserved)."""
         assert self.model is not None
-        state = tensorio.load_state(Path(request["state"]), self.device)
-        params.load_into(self.model, state, self.mapping)
-        inputs = tensorio.load_inputs(Path(request["inputs"]), self.device)
+        fds = request.get("fds_received", [])
         if request.get("reuse"):
-            inputs = _write_into(self.kept[request["reuse"]], inputs)
-        self.alive.append(inputs)
-        if request.get("keep"):
-            self.kept[request["keep"]] = inputs
-        originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            block = self.kept[request["reuse"]]
+        else:
+            block = shared.open_block(request["inputs"], fds.pop(0), self.device)
+        self._load_state(request.get("state"), fds)
+        inputs = block.as_list()
         poisoned = gpu_guards.poison_free_memory(self.device)  # S1/S2: stale memory reads NaN
         started = time.perf_counter()
-        # No device-wide wait inside the call: the values at return are copied on the current
-        # stream first (T1); the wait comes after, still reported as the forward's failure.
-        with hosting.forward_errors():
-            result, outputs, at_return, watch = guards.guarded_call(
-                lambda: hosting.forward(self.model, inputs, self.device, sync=False),
-                lambda r: _bounded(hosting.as_outputs(r)[0], request.get("max_output_bytes")),
-                lambda: devices.synchronize(self.device),
-            )
-        seconds = time.perf_counter() - started
-        _, structure = hosting.as_outputs(result)
-        mutated = [
-            i
-            for i, (x, original) in enumerate(zip(inputs, originals, strict=False))
-            if isinstance(x, torch.Tensor) and not guards.same_bytes(x, original)
-        ]
-        aliased = [
-            j
-            for j, o in enumerate(outputs)
-            if isinstance(o, torch.Tensor)
-            and any(hosting.shares_storage(o, x) for x in inputs if isinstance(x, torch.Tensor))
-        ]
-        # The values judged are the ones the forward returned, not what a thread wrote later.
-        judged = [
-            snap if snap is not None else o for o, snap in zip(outputs, at_return, strict=False)
-        ]
-        hosting.save_outputs(Path(request["output"]), "candidate", judged)
-        return {
-            "structure": structure,
-            "outputs": [hosting.describe(o) for o in outputs],
-            "inputs_mutated": mutated,
-            "outputs_aliasing_inputs": aliased,
-            "watch": watch,
-            "seconds": seconds,
-            "poisoned_bytes": poisoned,
-            **self._call_state(),
-        }
+        try:
+            # No device-wide wait inside the call: the values at return are copied on the
+            # current stream first (T1); the wait comes after, still the forward's failure.
+            with hosting.forward_errors():
+                result, outputs, at_return, watch = guards.guarded_call(
+                    lambda: hosting.forward(self.model, inputs, self.device, sync=False),
+                    lambda r: hosting.as_outputs(r)[0],
+                    lambda: devices.synchronize(self.device),
+                    self._into_slot,
+                )
+            seconds = time.perf_counter() - started
+            _, structure = hosting.as_outputs(result)
+            aliased = [
+                j
+                for j, o in enumerate(outputs)
+                if isinstance(o, torch.Tensor)
+                and any(hosting.shares_storage(o, x) for x in inputs if torch.is_tensor(x))
+            ]
+            return {
+                "structure": structure,
+                "outputs": [hosting.describe(o) for o in outputs],
+                "copied": [snap is not None for snap in at_return],
+                "outputs_aliasing_inputs": aliased,
+                "watch": watch,
+                "seconds": seconds,
+                "poisoned_bytes": poisoned,
+                **self._call_state(),
+            }
+        finally:
+            if request.get("keep"):
+                self.kept[request["keep"]] = block
+            elif not request.get("reuse"):
+                block.revoke()
+
+    def _load_state(self, layout: dict[str, Any] | None, fds: list[int]) -> None:
+        if layout is None:
+            return
+        assert self.model is not None
+        state = shared.open_block(layout, fds.pop(0) if layout["nbytes"] else None, self.device)
+        try:
+            params.load_into(self.model, state.as_dict(), self.mapping)
+            devices.synchronize(self.device)
+        finally:
+            state.revoke()
+
+    def _into_slot(self, outputs: list[Any]) -> list[torch.Tensor | None]:
+        """Copies each output that matches the reference's contract (a plain tensor of the
+        same dtype and shape) into the slot, on the current stream; None for the others
+        (the orchestrator reports why from their description)."""
+        copies: list[torch.Tensor | None] = []
+        slot = self.slot.as_list() if self.slot is not None else []
+        for i, o in enumerate(outputs):
+            target = slot[i] if i < len(slot) else None
+            if (
+                type(o) is torch.Tensor
+                and target is not None
+                and o.dtype == target.dtype
+                and o.shape == target.shape
+                and o.device == target.device
+            ):
+                target.copy_(o.detach(), non_blocking=True)
+                copies.append(target)
+            else:
+                copies.append(None)
+        return copies
 
     def cmd_trace(self, request: dict[str, Any]) -> dict[str, Any]:
         """The operators one forward dispatches and the extension functions it calls (`ops`),
@@ -148,37 +184,55 @@ class CandidateRole:
         no CUPTI), the kernels after it (torch.profiler keeps CUPTI's one subscriber slot)."""
         assert self.model is not None
         parts = request.get("parts", ["ops", "gpu"])
-        state = tensorio.load_state(Path(request["state"]), self.device)
-        params.load_into(self.model, state, self.mapping)
-        inputs = tensorio.load_inputs(Path(request["inputs"]), self.device)
+        fds = request.get("fds_received", [])
+        block = shared.open_block(request["inputs"], fds.pop(0), self.device)
+        self._load_state(request.get("state"), fds)
+        inputs = block.as_list()
         trace: dict[str, Any] = {}
-        if "ops" in parts:
-            try:
-                trace = guards.trace_forward(lambda: self.model(*inputs), self.extensions)
-            except Exception as error:  # noqa: BLE001 - a forward that refuses tracing: evidence
-                trace = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
-        if "gpu" in parts:
-            # Fresh copies of the inputs: a cache keyed on the tensors an earlier trace used
-            # must not make this forward skip its kernels.
-            fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-            trace["gpu"] = gpu_guards.kernel_trace(
-                lambda: self.model(*fresh), self.device, self.extensions
-            )
+        try:
+            if "ops" in parts:
+                try:
+                    trace = guards.trace_forward(lambda: self.model(*inputs), self.extensions)
+                except Exception as error:  # noqa: BLE001 - a forward that refuses tracing
+                    trace = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+            if "gpu" in parts:
+                # Fresh copies of the inputs: a cache keyed on the tensors an earlier trace
+                # used must not make this forward skip its kernels.
+                fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+                trace["gpu"] = gpu_guards.kernel_trace(
+                    lambda: self.model(*fresh), self.device, self.extensions
+                )
+        finally:
+            block.revoke()
         trace.update(self._call_state())
         return trace
 
     def cmd_prepare_timing(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The timing inputs (the reference's own blocks: both sides are timed on the same
+        memory) and the initial state."""
         assert self.model is not None
-        state = tensorio.load_state(Path(request["state"]), self.device)
-        params.load_into(self.model, state, self.mapping)
-        self.timing_sets = [tensorio.load_inputs(Path(p), self.device) for p in request["inputs"]]
+        fds = request.get("fds_received", [])
+        for block in self.timing_blocks:
+            block.revoke()
+        self.timing_blocks = [
+            shared.open_block(layout, fds.pop(0), self.device) for layout in request["sets"]
+        ]
+        self._load_state(request.get("state"), fds)
+        self.timing_sets = [b.as_list() for b in self.timing_blocks]
+        self.last = {}
+        return {}
+
+    def cmd_end_timing(self, request: dict[str, Any]) -> dict[str, Any]:
+        for block in self.timing_blocks:
+            block.revoke()
+        self.timing_blocks, self.timing_sets, self.last = [], [], {}
         return {}
 
     def cmd_time(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
         sets = self.timing_sets
         model = self.model
-        last: dict[int, Any] = {}
+        last = self.last
 
         def call(i: int) -> Any:
             out = model(*sets[i % len(sets)])
@@ -193,18 +247,24 @@ class CandidateRole:
             steady=request.get("steady_warmup", False),
         )
         result.update(self._call_state())
-        # The last output of each timing set is judged too (T5, T6: honest when checked, a
-        # shortcut when timed).
-        saved = []
-        for i, path in enumerate(request.get("outputs", [])):
-            if i in last:
-                outs, _ = hosting.as_outputs(last[i])
-                _bounded(outs, request.get("max_output_bytes"))
-                if all(isinstance(o, torch.Tensor) for o in outs):
-                    hosting.save_outputs(Path(path), "candidate", outs)
-                    saved.append(i)
-        result["saved_outputs"] = saved
+        result["last_outputs"] = sorted(last)
         return result
+
+    def cmd_emit_timed_output(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The last output of timing set `index` copied into the slot, to be judged too (T5,
+        T6: honest when checked, a shortcut when timed)."""
+        index = int(request["index"])
+        if index not in self.last:
+            return {"copied": [], "outputs": [], "structure": None}
+        devices.synchronize(self.device)
+        outs, structure = hosting.as_outputs(self.last[index])
+        copied = self._into_slot(outs)
+        devices.synchronize(self.device)
+        return {
+            "structure": structure,
+            "outputs": [hosting.describe(o) for o in outs],
+            "copied": [c is not None for c in copied],
+        }
 
     def cmd_time_secondary(self, request: dict[str, Any]) -> dict[str, Any]:
         """Host-inclusive and hot back-to-back times (beside the headline)."""
@@ -255,15 +315,6 @@ class CandidateRole:
         return changed
 
 
-def _write_into(targets: list, values: list) -> list:
-    """Writes `values` into the tensors `targets` in place, leaving their `_version` as it was
-    (through `.data`): a cache keyed on address or version sees the old key, new values."""
-    for target, value in zip(targets, values, strict=True):
-        if isinstance(target, torch.Tensor):
-            target.data.copy_(value)
-    return [t if isinstance(t, torch.Tensor) else v for t, v in zip(targets, values, strict=True)]
-
-
 @contextlib.contextmanager
 def _build_cache_lock():
     """Serialises imports of the same candidate content (same build-cache folder) across
@@ -282,17 +333,3 @@ def _build_cache_lock():
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _bounded(outputs: list, limit: int | None) -> list:
-    """Refuses (before any copy or file) outputs far larger than the reference's own: a
-    multi-GB return must cost its own result, not the disk, memory and time of the run."""
-    if limit:
-        total = sum(o.numel() * o.element_size() for o in outputs if isinstance(o, torch.Tensor))
-        if total > limit:
-            raise WorkerError(
-                "output_too_large",
-                f"the forward returned {total} bytes of output, more than the {limit} bytes "
-                "allowed (a multiple of the reference's own outputs); nothing was saved",
-            )
-    return outputs

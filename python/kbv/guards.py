@@ -84,9 +84,11 @@ def _entry_points() -> list[tuple[str, Any, str]]:
     for name in dir(kbv_native):
         if not name.startswith("_"):
             points.append((f"kbv_native.{name}", kbv_native, name))
-    import safetensors.torch
+    # The shared blocks: opened through these, and the outputs copied into the slot with copy_.
+    points.append(("torch.from_dlpack", torch, "from_dlpack"))
+    import socket
 
-    points.append(("safetensors.torch.save_file", safetensors.torch, "save_file"))
+    points.append(("socket.recv_fds", socket, "recv_fds"))
     for module in _kbv_modules().values():
         points.extend(_kbv_bindings(module))
     return points
@@ -197,11 +199,15 @@ def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def guarded_call(
-    call: Callable[[], Any], to_list: Callable[[Any], list[Any]], sync: Callable[[], None]
+    call: Callable[[], Any],
+    to_list: Callable[[Any], list[Any]],
+    sync: Callable[[], None],
+    snapshot: Callable[[list[Any]], list[torch.Tensor | None]] = _snapshot,
 ) -> tuple[Any, list[Any], list[torch.Tensor | None], dict[str, Any]]:
     """Runs `call`, then watches its outputs: the values at return (copied on the current
-    stream, before a device sync) are the ones judged; a thread the call left running and any
-    later change to the outputs are reported.
+    stream by `snapshot`, before a device sync: into the shared output slot, which the
+    reference judges) are the ones judged; a thread the call left running and any later
+    change to the outputs are reported.
     Returns (result, outputs, values at return, report)."""
     before = set(_enumerate_threads())
     native_before = _native_threads()
@@ -213,7 +219,7 @@ def guarded_call(
     # Copied before any device-wide wait: on CUDA the copies are queued on the current stream
     # only, so they see what that stream's events would see; work left running on another
     # stream (T1) is not waited for and shows up as an output that changes afterwards.
-    at_return = _snapshot(outputs)
+    at_return = snapshot(outputs)
     sync()
     _sleep(WAIT_AFTER_RETURN_S)
     deadline = _monotonic() + JOIN_TIMEOUT_S

@@ -6,12 +6,11 @@ from __future__ import annotations
 import contextlib
 import platform
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import devices, memory, numerics, tensorio
+from . import devices, memory, numerics
 from .loading import WorkerError, trim
 
 CONSTRUCT_SEED = 42  # KernelBench seeds both Model and ModelNew construction alike
@@ -88,12 +87,6 @@ def forward_errors():
             f"forward raised {type(error).__name__}: {trim(str(error), 1500)}",
             trim(traceback.format_exc()),
         ) from error
-
-
-def save_outputs(path: Path, prefix: str, outputs: list[Any]) -> None:
-    tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
-    if len(tensors) == len(outputs):
-        tensorio.save(path, tensorio.output_tensors(prefix, tensors))
 
 
 def environment(device: torch.device) -> dict[str, Any]:

@@ -1,16 +1,27 @@
 """The reference role: hosts the problem's `Model`, draws every input family, computes the
-golden outputs (TF32 baseline, plain FP32, float64 truth) and times the baselines. This
-process never imports candidate code."""
+golden outputs (TF32 baseline, plain FP32, float64 truth), judges the candidate's outputs
+against them with kbv's own comparison, and times the baselines. This process never imports
+candidate code, and its golden outputs never leave it (docs/case-path.md).
+
+Cases live in a `CaseStore`: each drawn case keeps its inputs and state in shared blocks (the
+candidate's worker opens them) and the outputs it is judged by resident; the store keeps as
+many cases as the memory plan's budget allows and draws again (deterministically, from the
+session's secret) what it had to let go."""
 
 from __future__ import annotations
 
+import collections
 import copy
+import os
+import secrets
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from . import (
+    devices,
     families,
     guards,
     hosting,
@@ -20,12 +31,41 @@ from . import (
     params,
     roofline,
     scan,
-    tensorio,
+    shared,
     timing,
 )
 from .loading import WorkerError, construct, import_file, require
 
 MAX_REPLACEMENT_ATTEMPTS = 3
+AUDIT_SAMPLE = 1 << 20  # elements of the first case's output kept for the "constant" audit
+
+
+class Case:
+    """One drawn case: shared inputs and state, the outputs it is judged by (resident, never
+    exported), the checksums of its inputs, and the figures reported for it."""
+
+    def __init__(self, key: tuple, figures: dict[str, Any], inputs: shared.Block, state, judged):
+        self.key = key
+        self.figures = figures
+        self.inputs = inputs
+        self.state: shared.Block | None = state
+        self.judged: list[torch.Tensor] = judged
+        self.checksums: dict[Any, int] = {}
+        self.pins = 0
+        self.dirty = False  # a candidate changed its inputs: drawn again before reuse
+
+    @property
+    def resident_bytes(self) -> int:
+        total = self.inputs.layout["nbytes"] + sum(shared.nbytes(t) for t in self.judged)
+        if self.state is not None and self.state.layout.get("owned", True):
+            total += self.state.layout["nbytes"]
+        return total
+
+    def close(self) -> None:
+        self.inputs.close()
+        if self.state is not None and self.state.layout.get("owned", True):
+            self.state.close()
+        self.judged = []
 
 
 class ReferenceRole:
@@ -33,79 +73,256 @@ class ReferenceRole:
         self.device = torch.device("cpu")
         self.module = None
         self.model: torch.nn.Module | None = None
+        self.model64: torch.nn.Module | None = None
         self.initial_state: dict[str, torch.Tensor] = {}
+        self.initial_block: shared.Block | None = None
+        self.keep = "truth"  # what a candidate is judged by: the truth, or a baseline variant
+        self.checksum_key = secrets.randbits(63)  # a candidate cannot forge what it cannot see
+        self.cases: collections.OrderedDict[str, Case] = collections.OrderedDict()
+        self.cache_bytes = 0  # cases kept beyond the pinned ones (the memory plan's budget)
+        self.blocks: dict[str, shared.Block] = {}  # blocks made for one candidate (released)
+        self.expected: dict[str, dict[Any, int]] = {}  # token -> checksums its inputs must have
+        self.slot: shared.Block | None = None
         self.timing_sets: list[list] = []
+        self.timing_judged: list[list[torch.Tensor]] = []
+        self.timing_cases: list[str] = []
+        self.first_sample: torch.Tensor | None = None
 
-    # -- commands ------------------------------------------------------------------------------
+    # -- the problem --------------------------------------------------------------------------
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
         self.device = hosting.device_of(request["device"])
+        self.keep = request.get("keep", "truth")
         numerics.set_tf32(True)
         self.module = import_file(request["problem"], "problem")
         model_cls = require(self.module, "Model", "problem_error", "the problem")
         require(self.module, "get_inputs", "problem_error", "the problem")
         get_init_inputs = require(self.module, "get_init_inputs", "problem_error", "the problem")
         init_inputs = list(get_init_inputs())
+        try:
+            encoded_init = shared.encode_values(init_inputs)
+        except ValueError as error:
+            raise WorkerError(
+                "problem_error", f"get_init_inputs() must return plain values: {error}"
+            ) from error
         hosting.seeded(hosting.CONSTRUCT_SEED)
         self.model = construct(model_cls, init_inputs, "problem").to(self.device).eval()
         self.initial_state = {
-            k: v.detach().clone() for k, v in params.state_tensors(self.model).items()
+            k: v.detach().clone().contiguous() for k, v in params.state_tensors(self.model).items()
         }
-        tensorio.save_inputs(Path(request["init_inputs_path"]), init_inputs)
-        template = families.native_inputs(self.module.get_inputs, families.PUBLIC_SEED)
+        template = self._shape_template()
         return {
             "name": Path(request["problem"]).stem,
             "state_spec": params.spec(self.model),
-            "inputs": [hosting.describe(v) for v in template],
+            "inputs": [_as_on(hosting.describe(v), self.device) for v in template],
+            "init_inputs": encoded_init,
             "persistent_bytes": memory.state_bytes(self.model),
             "environment": hosting.environment(self.device),
+            "sizes": {
+                "input_bytes": sum(shared.nbytes(v) for v in template if torch.is_tensor(v)),
+                "state_bytes": sum(shared.nbytes(v) for v in self.initial_state.values()),
+            },
+            "memory": _memory_now(self.device),
         }
 
-    def cmd_prepare_family(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Draws cases of one family (`family`: name, draws and the first draw's index) and
-        writes their inputs, state and golden outputs. The orchestrator calls this once per
-        draw, then `prepare_timing_sets`: no single call holds the device for long (a timing
-        run of another evaluation on the device waits for the calls in flight)."""
-        spec = request["family"]
-        redraw_names = set(request["redraw"])
-        directory = Path(request["directory"])
-        cases, notes = [], []
-        first = spec.get("first", 0)  # the orchestrator asks for one draw per call
-        for draw in range(first, first + spec["draws"]):
-            case, note = self._prepare_case(
-                spec["name"], draw, request["secret"], redraw_names, directory
+    def _shape_template(self) -> list:
+        """The problem's inputs described without drawing them: on the meta device, where
+        factory calls allocate nothing (a real draw where a problem's generator needs
+        values)."""
+        assert self.module is not None
+        try:
+            return families.native_inputs(
+                self.module.get_inputs, families.PUBLIC_SEED, torch.device("meta")
             )
-            cases.append(case)
-            if note:
-                notes.append(note)
-        return {"cases": cases, "notes": notes}
+        except Exception:  # noqa: BLE001 - a generator that needs real values
+            return families.native_inputs(self.module.get_inputs, families.PUBLIC_SEED, self.device)
+
+    def cmd_set_plan(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The memory plan's budget for cases kept beyond those in use."""
+        self.cache_bytes = int(request["cache_bytes"])
+        self._evict(0)
+        return {"resident_bytes": self._resident_bytes()}
+
+    # -- cases --------------------------------------------------------------------------------
+    def cmd_prepare_case(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Makes case `id` resident (drawn now, or kept from before and checked unchanged) and
+        answers its figures. `pin` keeps it resident until `unpin` or `end_candidate`."""
+        case_id = request["id"]
+        key = (request["family"], request["draw"], tuple(sorted(request["redraw"])))
+        started = time.monotonic()
+        case = self.cases.get(case_id)
+        if case is not None and (case.key != key or case.dirty or not self._unchanged(case)):
+            self._drop(case_id)
+            case = None
+        cached = case is not None
+        if case is None:
+            case = self._draw_case(case_id, key, request["secret"])
+            self.cases[case_id] = case
+        self.cases.move_to_end(case_id)
+        if request.get("pin"):
+            case.pins += 1
+        self._evict(0)
+        figures = dict(case.figures)
+        figures["cached"] = cached
+        figures["seconds"] = time.monotonic() - started
+        figures["store"] = {"cases": len(self.cases), "resident_bytes": self._resident_bytes()}
+        return figures
+
+    def cmd_unpin(self, request: dict[str, Any]) -> dict[str, Any]:
+        for case_id in request["ids"]:
+            if case_id in self.cases:
+                self.cases[case_id].pins = max(0, self.cases[case_id].pins - 1)
+        self._evict(0)
+        return {}
+
+    def cmd_share_case(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Case `id`'s inputs and state for the candidate: its own blocks, or with `fresh` a
+        new copy of its input values (new addresses, same values)."""
+        case = self._resident(request["id"])
+        inputs = case.inputs
+        if request.get("fresh"):
+            inputs = shared.allocate(case.inputs.as_list(), self.device)
+            self.blocks[inputs.token] = inputs
+            self.expected[inputs.token] = dict(case.checksums)
+        else:
+            self.expected[inputs.token] = dict(case.checksums)
+        fds = [inputs.export_fd()]
+        answer: dict[str, Any] = {"inputs": inputs.layout, "state": None}
+        if case.state is not None:
+            answer["state"] = case.state.layout
+            fds.append(case.state.export_fd())
+        answer["_fds"] = [fd for fd in fds if fd is not None]
+        return answer
+
+    def cmd_write_into(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Writes case `id`'s input values into the block `token` shared before (same
+        addresses, new values: the caching re-check)."""
+        case = self._resident(request["id"])
+        block = self._block(request["token"])
+        for target, value in zip(block.as_list(), case.inputs.as_list(), strict=True):
+            if torch.is_tensor(target):
+                target.copy_(value)
+        devices.synchronize(self.device)
+        self.expected[block.token] = dict(case.checksums)
+        return {}
+
+    def cmd_share_slot(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The block the candidate copies its outputs into: one per candidate, shaped like the
+        reference's outputs."""
+        if self.slot is not None:
+            self.slot.close()
+        like = [
+            torch.empty(o["shape"], dtype=shared.dtype_of(o["dtype"]), device="meta")
+            for o in request["outputs"]
+        ]
+        self.slot = shared.allocate(like, self.device, copy=False)
+        fd = self.slot.export_fd()
+        return {"slot": self.slot.layout, "_fds": [fd] if fd is not None else []}
+
+    def cmd_judge(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Measures the slot's outputs against case `id`'s (or timing set `timing`'s) judged
+        outputs, one pass per entry of `passes` ({index, spec}), and checks that the inputs the
+        candidate ran on (`token`, default the case's own block) are unchanged."""
+        if self.slot is None:
+            raise WorkerError("internal_error", "judge before share_slot")
+        if "timing" in request:
+            judged = self.timing_judged[int(request["timing"])]
+            case = self._resident(self.timing_cases[int(request["timing"])])
+        else:
+            case = self._resident(request["id"])
+            judged = case.judged
+        outputs = self.slot.as_list()
+        figures = []
+        for p in request.get("passes", []):
+            index = int(p["index"])
+            figures.append(
+                {
+                    "index": index,
+                    "measurement": _measure(outputs[index], judged[index], p["spec"]),
+                }
+            )
+        token = request.get("token", case.inputs.token)
+        block = case.inputs if token == case.inputs.token else self._block(token)
+        mutated = self._changed_inputs(block, self.expected.get(token, case.checksums))
+        if mutated and block is case.inputs:
+            case.dirty = True  # drawn again before anyone else uses it
+        return {"outputs": figures, "inputs_mutated": mutated}
+
+    def cmd_release(self, request: dict[str, Any]) -> dict[str, Any]:
+        for token in request["tokens"]:
+            block = self.blocks.pop(token, None)
+            self.expected.pop(token, None)
+            if block is not None:
+                block.close()
+        return {}
+
+    def cmd_end_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Everything made for one candidate goes: copies, the slot, timing sets and pins. The
+        cases stay (within the budget) for the next candidate of this problem."""
+        for block in self.blocks.values():
+            block.close()
+        self.blocks.clear()
+        self.expected.clear()
+        if self.slot is not None:
+            self.slot.close()
+            self.slot = None
+        self.timing_sets, self.timing_judged, self.timing_cases = [], [], []
+        for case in self.cases.values():
+            case.pins = 0
+        self._evict(0)
+        _release_cached(self.device)
+        return {"resident_bytes": self._resident_bytes()}
 
     def cmd_prepare_timing_sets(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Picks the timing inputs among the drawn `cases` (those of `timing_families`) and
-        writes their golden outputs under the initial state."""
-        cases = request["cases"]
-        directory = Path(request["directory"])
-        timing_cases = [c for c in cases if c["family"] in request["timing_families"]]
-        timing_cases = timing_cases[: request.get("timing_sets", 4)] or cases[:1]
-        self.timing_sets = [
-            tensorio.load_inputs(Path(c["inputs"]), self.device) for c in timing_cases
-        ]
-        timing_inputs = [c["inputs"] for c in timing_cases]
-        # Golden outputs of the timing inputs under the state both sides are timed with (the
-        # initial one), so the outputs of timed calls can be judged too (T5, T6).
+        """The timing inputs are the inputs of cases `ids` (pinned meanwhile), run under the
+        initial state both sides are timed with; their outputs under that state are computed
+        and kept, so the outputs of timed calls can be judged too (T5, T6)."""
+        assert self.model is not None
+        self.timing_sets, self.timing_judged, self.timing_cases = [], [], []
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
-        timing_golden = []
-        for i, inputs in enumerate(self.timing_sets):
+        answer_sets, golden, fds = [], [], []
+        for i, case_id in enumerate(request["ids"]):
+            case = self._resident(case_id)
+            case.pins += 1
+            inputs = case.inputs.as_list()
             outputs = self._run_variants(inputs)
-            golden = {}
-            for variant in ("tf32", "fp32", "truth"):
-                golden.update(tensorio.output_tensors(variant, outputs[variant]))
-            path = directory / "golden" / f"timing-{i}.safetensors"
-            tensorio.save(path, golden, {"structure": outputs["structure"]})
-            timing_golden.append(
-                {"id": f"timing-{i}", "golden": str(path), "outputs": len(outputs["tf32"])}
+            self.timing_sets.append(inputs)
+            self.timing_judged.append(outputs["judged"])
+            self.timing_cases.append(case_id)
+            self.expected[case.inputs.token] = dict(case.checksums)
+            golden.append(
+                {
+                    "id": f"timing-{i}",
+                    "case": case_id,
+                    "outputs": len(outputs["judged"]),
+                    "structure": outputs["structure"],
+                    "truth": outputs["truth_kind"],
+                    "baselines": outputs["baselines"],
+                }
             )
-        return {"timing_inputs": timing_inputs, "timing_golden": timing_golden}
+            answer_sets.append({"case": case_id, "inputs": case.inputs.layout})
+            fds.append(case.inputs.export_fd())
+        state = self._initial_block()
+        if state is not None:
+            fds.append(state.export_fd())
+        return {
+            "sets": answer_sets,
+            "golden": golden,
+            "state": state.layout if state is not None else None,
+            "_fds": [fd for fd in fds if fd is not None],
+        }
 
+    def cmd_check_timing_inputs(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Which timing sets' inputs changed since they were drawn (a candidate writing into
+        inputs the baseline is timed on)."""
+        changed = []
+        for i, case_id in enumerate(self.timing_cases):
+            case = self._resident(case_id)
+            if self._changed_inputs(case.inputs, case.checksums):
+                case.dirty = True
+                changed.append(i)
+        return {"changed": changed}
+
+    # -- the baselines' measurements ----------------------------------------------------------
     def cmd_time(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
@@ -141,6 +358,7 @@ class ReferenceRole:
     def cmd_memory(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
         numerics.set_tf32(True)
+        params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
         inputs = self.timing_sets[0]
         hosting.forward(self.model, inputs, self.device)  # steady state: no first-call costs
         result = memory.peak_memory(lambda: self.model(*inputs), self.device)
@@ -149,7 +367,7 @@ class ReferenceRole:
 
     def cmd_ping(self, request: dict[str, Any]) -> dict[str, Any]:
         """Alive and serving: a kept reference is checked before another candidate reuses it."""
-        return {}
+        return {"resident_bytes": self._resident_bytes(), "cases": len(self.cases)}
 
     def cmd_roofline(self, request: dict[str, Any]) -> dict[str, Any]:
         """FLOPs and compulsory bytes of one reference forward on the first timing set, and,
@@ -167,32 +385,38 @@ class ReferenceRole:
         return scan.scan_file(request["candidate"])
 
     def cmd_trace(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The operators the reference's own forward dispatches on one case."""
+        """The operators the reference's own forward dispatches on case `id`."""
         assert self.model is not None
-        inputs = tensorio.load_inputs(Path(request["inputs"]), self.device)
+        case = self._resident(request["id"])
+        inputs = [v.clone() if torch.is_tensor(v) else v for v in case.inputs.as_list()]
         numerics.set_tf32(True)
         return guards.trace_forward(lambda: self.model(*inputs), None)
 
-    # -- one case ------------------------------------------------------------------------------
-    def _prepare_case(self, family, draw, secret, redraw_names, directory):
+    # -- drawing one case ---------------------------------------------------------------------
+    def _draw_case(self, case_id: str, key: tuple, secret: str) -> Case:
         assert self.model is not None and self.module is not None
-        case_id = f"{family}-{draw}"
+        family, draw, redraw_names = key[0], key[1], set(key[2])
+        started = time.monotonic()
+        _reset_peak(self.device)
         note = None
         gen = torch.Generator(device=self.device)
         gen.manual_seed(families.derive_seed(secret, "state", family, draw))
         if family in ("native",) or family.startswith("paper_"):
-            state = self.initial_state
+            state, state_block = self.initial_state, self._initial_block()
         else:
             state = params.redrawn_state(self.model, redraw_names, gen)
+            state_block = shared.allocate(state, self.device) if state else None
+            if state_block is not None:
+                state = state_block.as_dict()
         params.load_into(self.model, state, {k: k for k in state})
 
-        inputs, outputs, attempt = None, None, 0
+        attempt = 0
         while True:
-            inputs = self._draw_inputs(family, draw, secret, gen, attempt)
-            outputs = self._run_variants(inputs)
+            block = self._draw_inputs(family, draw, secret, gen, attempt)
+            outputs = self._run_variants(block.as_list())
             if family in ("native", "h1_native") or family.startswith("paper_"):
                 break
-            if _all_finite(outputs["tf32"]):
+            if outputs["tf32_finite"]:
                 if attempt:
                     note = {
                         "case": case_id,
@@ -200,11 +424,12 @@ class ReferenceRole:
                         f"replaced by a milder draw (attempt {attempt})",
                     }
                 break
+            block.close()
             attempt += 1
             if attempt > MAX_REPLACEMENT_ATTEMPTS:
                 # Reported and replaced, never skipped: a native draw under a secret seed.
-                inputs = self._draw_inputs("h1_native", 1000 + draw, secret, gen, 0)
-                outputs = self._run_variants(inputs)
+                block = self._draw_inputs("h1_native", 1000 + draw, secret, gen, 0)
+                outputs = self._run_variants(block.as_list())
                 note = {
                     "case": case_id,
                     "detail": f"{family} draw {draw}: the reference output is non-finite for "
@@ -212,97 +437,321 @@ class ReferenceRole:
                 }
                 break
 
-        tensorio.save_inputs(directory / "inputs" / f"{case_id}.safetensors", inputs)
-        tensorio.save(directory / "state" / f"{case_id}.safetensors", state)
-        golden = {}
-        for variant in ("tf32", "fp32", "truth"):
-            golden.update(tensorio.output_tensors(variant, outputs[variant]))
-        tensorio.save(
-            directory / "golden" / f"{case_id}.safetensors",
-            golden,
-            {"structure": outputs["structure"], "truth": outputs["truth_kind"]},
-        )
-        return (
-            {
-                "id": case_id,
-                "family": family,
-                "draw": draw,
-                "inputs": str(directory / "inputs" / f"{case_id}.safetensors"),
-                "state": str(directory / "state" / f"{case_id}.safetensors"),
-                "golden": str(directory / "golden" / f"{case_id}.safetensors"),
-                "outputs": len(outputs["tf32"]),
-                "structure": outputs["structure"],
-                "truth": outputs["truth_kind"],
-                "input_rms": _input_rms(inputs),
-                "reference_aliases_input": outputs["aliases"],
-            },
-            note,
-        )
+        inputs = block.as_list()
+        figures = {
+            "id": case_id,
+            "family": family,
+            "draw": draw,
+            "outputs": len(outputs["judged"]),
+            "structure": outputs["structure"],
+            "truth": outputs["truth_kind"],
+            "truth_note": outputs.get("truth_note"),
+            "baselines": outputs["baselines"],
+            "input_rms": max(
+                (families.rms(x) for x in inputs if families.is_float(x)), default=0.0
+            ),
+            "reference_aliases_input": outputs["aliases"],
+            "audit": self._audit_figures(outputs["first_output"]),
+            "note": note,
+        }
+        case = Case(key, figures, block, state_block, outputs["judged"])
+        case.checksums = self._checksums(block)
+        _release_cached(self.device)
+        figures["bytes"] = {
+            "inputs": block.layout["nbytes"],
+            "state": state_block.layout["nbytes"] if state_block is not None else 0,
+            "judged": sum(shared.nbytes(t) for t in case.judged),
+            "draw_peak": _peak(self.device),
+        }
+        figures["draw_seconds"] = time.monotonic() - started
+        return case
 
-    def _draw_inputs(self, family, draw, secret, gen, attempt):
+    def _draw_inputs(self, family, draw, secret, gen, attempt) -> shared.Block:
+        """The case's inputs, drawn on the device into a new shared block."""
         get_inputs = self.module.get_inputs
         if family == "native":
-            return _to(families.native_inputs(get_inputs, families.PUBLIC_SEED + draw), self.device)
+            values = families.native_inputs(get_inputs, families.PUBLIC_SEED + draw, self.device)
+            return self._into_block(values)
         if family.startswith("paper_"):
-            template = families.native_inputs(get_inputs, families.PUBLIC_SEED)
-            return _to(families.paper_inputs(family, template), self.device)
+            template = families.native_inputs(get_inputs, families.PUBLIC_SEED, self.device)
+            return self._into_block(families.paper_inputs(family, template))
         seed = families.derive_seed(secret, "inputs", family, draw)
-        template = _to(families.native_inputs(get_inputs, seed), self.device)
+        template = families.native_inputs(get_inputs, seed, self.device)
+        if family == "h1_native":
+            return self._into_block(template)
         # attempt 0: both signs everywhere; 1: natively non-negative tensors keep their support
         # (the op has a domain); 2-3: that, with a narrower law.
         nonnegative = families.nonnegative_indices(template) if attempt >= 1 else set()
         mildness = max(0, attempt - 1)
-        return families.hidden_inputs(family, draw, template, gen, nonnegative, mildness)
+        block = shared.allocate(template, self.device, copy=False)
+        targets = block.as_list()
+        for target, value in zip(targets, template, strict=True):
+            if torch.is_tensor(value) and not families.is_float(value):
+                target.copy_(value)  # integer tensors keep their native values
+        families.hidden_inputs(family, draw, template, gen, nonnegative, mildness, into=targets)
+        return block
+
+    def _into_block(self, values: list) -> shared.Block:
+        block = shared.allocate(values, self.device)
+        values.clear()  # the drawn tensors go now: the block holds the values
+        return block
 
     def _run_variants(self, inputs: list) -> dict[str, Any]:
-        """The TF32 baseline, plain FP32 and the float64 truth for one input set."""
+        """The float64 truth, the TF32 baseline and plain FP32 for one input set: each
+        baseline is measured against the truth at once (the figures the policy needs) and
+        freed unless the protocol judges by it. Only the judged outputs stay resident."""
         assert self.model is not None
         numerics.set_tf32(True)
         tf32, structure = hosting.as_outputs(hosting.forward(self.model, inputs, self.device))
         _require_tensors(tf32)
         aliases = any(
-            hosting.shares_storage(o, x)
-            for o in tf32
-            for x in inputs
-            if isinstance(x, torch.Tensor)
+            hosting.shares_storage(o, x) for o in tf32 for x in inputs if torch.is_tensor(x)
         )
+        tf32 = [o.detach().contiguous() for o in tf32]
+        tf32_finite = all(families.all_finite(o) for o in tf32)
+        truth, truth_kind, truth_note = self._truth(inputs, tf32)
+        baselines = {"tf32": [_describe(o, t) for o, t in zip(tf32, truth, strict=True)]}
+        first_output = _audit_sample(tf32[0]), families.rms(tf32[0]), str(tf32[0].dtype)
         if self.device.type == "cuda":
             numerics.set_tf32(False)
             try:
                 fp32, _ = hosting.as_outputs(hosting.forward(self.model, inputs, self.device))
             finally:
                 numerics.set_tf32(True)
+            fp32 = [o.detach().contiguous() for o in fp32]
         else:  # no TF32 on the CPU: both baselines are the same computation
             fp32 = tf32
-        truth, truth_kind = self._truth(inputs, fp32)
+        baselines["fp32"] = [_describe(o, t) for o, t in zip(fp32, truth, strict=True)]
+        judged = {"truth": truth, "tf32": tf32, "fp32": fp32}[self.keep]
+        # An output that is an input (or a view of one) would change with it: kept apart.
+        judged = [o.clone() if _aliases_any(o, inputs) else o for o in judged]
         return {
-            "tf32": [t.detach().clone() for t in tf32],
-            "fp32": [t.detach().clone() for t in fp32],
-            "truth": truth,
+            "judged": judged,
+            "baselines": baselines,
             "truth_kind": truth_kind,
+            "truth_note": truth_note,
             "structure": structure,
             "aliases": aliases,
+            "tf32_finite": tf32_finite,
+            "first_output": first_output,
         }
 
     def _truth(self, inputs: list, fp32: list[torch.Tensor]):
         """float64 run of the reference; when the problem cannot run in float64, the plain
-        FP32 run stands in (recorded per case)."""
+        FP32 run stands in (recorded per case). A float64 run that does not fit in device
+        memory is tried again with every case not in use let go, then falls back the same way,
+        recorded with its reason."""
         assert self.model is not None
-        try:
-            model64 = copy.deepcopy(self.model).to(torch.float64)
-            inputs64 = [x.to(torch.float64) if families.is_float(x) else x for x in inputs]
-            with torch.no_grad():
-                out, _ = hosting.as_outputs(model64(*inputs64))
-            _require_tensors(out)
-            if [o.shape for o in out] != [o.shape for o in fp32]:
-                raise ValueError("float64 run changed the output structure")
-            return [o.detach() for o in out], "float64"
-        except Exception:  # noqa: BLE001 - an op without float64 support
-            return [o.detach() for o in fp32], "float32"
+        for attempt in range(2):
+            try:
+                return self._float64_run(inputs, fp32), "float64", None
+            except torch.OutOfMemoryError as error:
+                _release_cached(self.device)
+                if attempt == 0:
+                    self._evict(0, everything=True)
+                    continue
+                note = f"the float64 run did not fit in device memory: {str(error)[:200]}"
+                return [o.detach() for o in fp32], "float32", note
+            except Exception:  # noqa: BLE001 - an op without float64 support
+                return [o.detach() for o in fp32], "float32", "the problem does not run in float64"
+        raise AssertionError("unreachable")
+
+    def _float64_run(self, inputs: list, fp32: list[torch.Tensor]) -> list[torch.Tensor]:
+        assert self.model is not None
+        if self.model64 is None:
+            self.model64 = copy.deepcopy(self.model).to(torch.float64)
+        params.load_into(
+            self.model64,
+            params.state_tensors(self.model),
+            {k: k for k in params.state_tensors(self.model)},
+        )
+        inputs64 = [x.to(torch.float64) if families.is_float(x) else x for x in inputs]
+        with torch.no_grad():
+            out, _ = hosting.as_outputs(self.model64(*inputs64))
+        del inputs64
+        _require_tensors(out)
+        if [o.shape for o in out] != [o.shape for o in fp32]:
+            raise ValueError("float64 run changed the output structure")
+        return [o.detach().contiguous() for o in out]
+
+    def _audit_figures(self, first_output) -> dict[str, Any]:
+        """What the problem audit needs of this case: its output's RMS and how far its output
+        (a strided sample) is from the first case's."""
+        sample, output_rms, dtype = first_output
+        figures: dict[str, Any] = {"output_rms": _finite_or_str(output_rms)}
+        if self.first_sample is None:
+            self.first_sample = sample
+            figures["first"] = True
+        elif sample.shape != self.first_sample.shape:
+            figures["sample_diff_from_first"] = "inf"
+        else:
+            a, b = sample, self.first_sample
+            if not torch.equal(torch.isfinite(a), torch.isfinite(b)):
+                figures["sample_diff_from_first"] = "inf"
+            else:
+                finite = torch.isfinite(a)
+                diff = (a[finite] - b[finite]).abs().max() if bool(finite.any()) else 0.0
+                figures["sample_diff_from_first"] = float(diff)
+        figures["sample_elements"] = int(sample.numel())
+        figures["dtype"] = dtype
+        return figures
+
+    # -- the store ----------------------------------------------------------------------------
+    def _resident(self, case_id: str) -> Case:
+        case = self.cases.get(case_id)
+        if case is None:
+            raise WorkerError("internal_error", f"case {case_id} is not resident")
+        return case
+
+    def _block(self, token: str) -> shared.Block:
+        block = self.blocks.get(token)
+        if block is None:
+            for case in self.cases.values():
+                if case.inputs.token == token:
+                    return case.inputs
+            raise WorkerError("internal_error", f"no shared block {token}")
+        return block
+
+    def _resident_bytes(self) -> int:
+        return sum(c.resident_bytes for c in self.cases.values())
+
+    def _evict(self, incoming: int, everything: bool = False) -> None:
+        """Lets go of the least recently used cases not in use until the rest fits the budget
+        (`everything`: all of them)."""
+        for case_id in list(self.cases):
+            if not everything and self._resident_bytes() + incoming <= self.cache_bytes:
+                break
+            if self.cases[case_id].pins == 0:
+                self._drop(case_id)
+        _release_cached(self.device)
+
+    def _drop(self, case_id: str) -> None:
+        case = self.cases.pop(case_id)
+        case.close()
+
+    def _initial_block(self) -> shared.Block | None:
+        if self.initial_block is None and self.initial_state:
+            self.initial_block = shared.allocate(self.initial_state, self.device)
+            self.initial_block.layout["owned"] = False  # shared by every native case
+        return self.initial_block
+
+    def _checksums(self, block: shared.Block) -> dict[Any, int]:
+        import kbv_native
+
+        stream = _stream(self.device)
+        return {
+            key: kbv_native.checksum(
+                t.data_ptr(),
+                shared.nbytes(t),
+                shared.device_index(self.device),
+                self.checksum_key,
+                stream,
+            )
+            for key, t in block.tensors()
+        }
+
+    def _changed_inputs(self, block: shared.Block, expected: dict[Any, int]) -> list[Any]:
+        now = self._checksums(block)
+        return [key for key, value in now.items() if expected.get(key) != value]
+
+    def _unchanged(self, case: Case) -> bool:
+        """A kept case is checked before reuse: a candidate's thread may have written into
+        its inputs after its own check."""
+        return not self._changed_inputs(case.inputs, case.checksums)
 
 
-def _to(values: list, device: torch.device) -> list:
-    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+# -- helpers ----------------------------------------------------------------------------------
+def _stream(device: torch.device) -> int:
+    return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+
+
+def _tensor_ref(t: torch.Tensor) -> tuple:
+    return (t.data_ptr(), shared.dtype_name(t.dtype), list(t.shape), shared.device_index(t.device))
+
+
+def _describe(reference: torch.Tensor, truth: torch.Tensor) -> dict[str, Any]:
+    """One output's baseline (check::OutputBaseline): dtype and shape, the truth's scale, and
+    the baseline against the truth, measured where the tensors are."""
+    import kbv_native
+
+    return kbv_native.describe_output(
+        _tensor_ref(reference), _tensor_ref(truth), _stream(reference.device)
+    )
+
+
+def _measure(candidate: torch.Tensor, judged: torch.Tensor, spec: dict[str, Any]) -> dict:
+    import kbv_native
+
+    x = (
+        candidate.data_ptr(),
+        shared.dtype_name(candidate.dtype),
+        candidate.numel(),
+        shared.device_index(candidate.device),
+    )
+    y = (
+        judged.data_ptr(),
+        shared.dtype_name(judged.dtype),
+        judged.numel(),
+        shared.device_index(judged.device),
+    )
+    return kbv_native.measure(x, y, spec, _stream(judged.device))
+
+
+def _as_on(description: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """A tensor described on the meta device, as it will be drawn: on `device`."""
+    if "device" in description:
+        description["device"] = str(device)
+    return description
+
+
+def _aliases_any(o: torch.Tensor, inputs: list) -> bool:
+    return any(hosting.shares_storage(o, x) for x in inputs if torch.is_tensor(x))
+
+
+def _audit_sample(t: torch.Tensor) -> torch.Tensor:
+    flat = t.reshape(-1)
+    stride = max(1, flat.numel() // AUDIT_SAMPLE)
+    return flat[::stride][:AUDIT_SAMPLE].to("cpu", torch.float64)
+
+
+def _finite_or_str(value: float) -> float | str:
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _memory_now(device: torch.device) -> dict[str, int]:
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        return {"kind": "device", "free_bytes": free, "total_bytes": total}
+    available = 0
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"kind": "host", "free_bytes": available, "total_bytes": total}
+
+
+def _reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak(device: torch.device) -> int:
+    return int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
+
+
+def _release_cached(device: torch.device) -> None:
+    """Freed blocks go back to the device: the candidate's process needs them, and torch's
+    caching allocator would otherwise keep them for this one."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _require_tensors(outputs: list) -> None:
@@ -311,12 +760,3 @@ def _require_tensors(outputs: list) -> None:
             raise WorkerError(
                 "problem_error", f"the reference forward returned a {type(value).__name__}"
             )
-
-
-def _all_finite(outputs: list[torch.Tensor]) -> bool:
-    return all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outputs)
-
-
-def _input_rms(inputs: list) -> float:
-    values = [float(x.double().pow(2).mean().sqrt()) for x in inputs if families.is_float(x)]
-    return max(values) if values else 0.0

@@ -32,7 +32,13 @@ def serve(role, channel: Channel) -> None:
             )
             continue
         try:
-            channel.send({"ok": True, "result": handler(request)})
+            result = handler(request)
+            outgoing = result.pop("_fds", None) if isinstance(result, dict) else None
+            try:
+                channel.send({"ok": True, "result": result}, outgoing)
+            finally:
+                for fd in outgoing or []:  # exported for this answer: the receiver has its own
+                    os.close(fd)
         except WorkerError as error:
             channel.send(
                 {
@@ -51,6 +57,10 @@ def serve(role, channel: Channel) -> None:
                     },
                 }
             )
+        finally:
+            # Descriptors a handler did not take (it failed first) are closed here.
+            for fd in request.get("fds_received", []):
+                os.close(fd)
 
 
 def _in_hosted_code() -> bool:
@@ -68,8 +78,9 @@ def main() -> None:
     parser.add_argument("--role", choices=["reference", "candidate"], required=True)
     parser.add_argument("--in", dest="read_fd", type=int, required=True)
     parser.add_argument("--out", dest="write_fd", type=int, required=True)
+    parser.add_argument("--fds", dest="fd_socket", type=int, default=None)
     args = parser.parse_args()
-    channel = Channel(args.read_fd, args.write_fd)
+    channel = Channel(args.read_fd, args.write_fd, args.fd_socket)
     if args.role == "reference":
         from .reference import ReferenceRole
 
