@@ -22,7 +22,7 @@ fi
 
 echo "[setup] python packages (torch 2.11.0 is large the first time)"
 "$PYTHON" -m pip install -q --disable-pip-version-check \
-  "torch==2.11.0" numpy "safetensors>=0.4" ninja nanobind "scikit-build-core>=0.10" \
+  "torch==2.11.0" numpy ninja nanobind "scikit-build-core>=0.10" \
   pytest pytest-xdist ruff
 
 echo "[setup] building ./build"

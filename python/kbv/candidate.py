@@ -89,7 +89,7 @@ class CandidateRole:
     def cmd_attach_slot(self, request: dict[str, Any]) -> dict[str, Any]:
         """The shared block the outputs of every checked call are copied into."""
         fds = request.get("fds_received", [])
-        self.slot = shared.open_block(request["slot"], fds.pop(0) if fds else None, self.device)
+        self.slot = shared.open_from(request["slot"], fds, self.device)
         return {}
 
     def cmd_run_case(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -97,16 +97,16 @@ class CandidateRole:
         the slot at return, and what the call did to the process's global state and to its
         outputs after returning. Input mutation is the reference's to see (checksums).
 
-        `reuse`: the inputs are the tensor objects kept under that name, into which the
-        reference has written new values (same addresses, `_version` unchanged): a re-check
-        of output caching; `keep`: the inputs are kept under that name for it. Other input
-        blocks are unmapped after the call (their addresses stay reserved)."""
+        `reuse`: the inputs are the tensor objects of the block with that token, kept from an
+        earlier call, into which the reference has written new values (same addresses,
+        `_version` unchanged): a re-check of output caching; `keep`: the inputs are kept for
+        it. Other input blocks are unmapped after the call (their addresses stay reserved)."""
         assert self.model is not None
         fds = request.get("fds_received", [])
         if request.get("reuse"):
             block = self.kept[request["reuse"]]
         else:
-            block = shared.open_block(request["inputs"], fds.pop(0), self.device)
+            block = shared.open_from(request["inputs"], fds, self.device)
         self._load_state(request.get("state"), fds)
         inputs = block.as_list()
         poisoned = gpu_guards.poison_free_memory(self.device)  # S1/S2: stale memory reads NaN
@@ -141,7 +141,7 @@ class CandidateRole:
             }
         finally:
             if request.get("keep"):
-                self.kept[request["keep"]] = block
+                self.kept[block.token] = block
             elif not request.get("reuse"):
                 block.revoke()
 
@@ -149,7 +149,7 @@ class CandidateRole:
         if layout is None:
             return
         assert self.model is not None
-        state = shared.open_block(layout, fds.pop(0) if layout["nbytes"] else None, self.device)
+        state = shared.open_from(layout, fds, self.device)
         try:
             params.load_into(self.model, state.as_dict(), self.mapping)
             devices.synchronize(self.device)
@@ -185,7 +185,7 @@ class CandidateRole:
         assert self.model is not None
         parts = request.get("parts", ["ops", "gpu"])
         fds = request.get("fds_received", [])
-        block = shared.open_block(request["inputs"], fds.pop(0), self.device)
+        block = shared.open_from(request["inputs"], fds, self.device)
         self._load_state(request.get("state"), fds)
         inputs = block.as_list()
         trace: dict[str, Any] = {}
@@ -215,7 +215,7 @@ class CandidateRole:
         for block in self.timing_blocks:
             block.revoke()
         self.timing_blocks = [
-            shared.open_block(layout, fds.pop(0), self.device) for layout in request["sets"]
+            shared.open_from(layout, fds, self.device) for layout in request["sets"]
         ]
         self._load_state(request.get("state"), fds)
         self.timing_sets = [b.as_list() for b in self.timing_blocks]

@@ -178,15 +178,16 @@ class ReferenceRole:
         """Case `id`'s inputs and state for the candidate: its own blocks, or with `fresh` a
         new copy of its input values (new addresses, same values)."""
         case = self._resident(request["id"])
-        inputs = case.inputs
-        if request.get("fresh"):
-            inputs = shared.allocate(case.inputs.as_list(), self.device)
-            self.blocks[inputs.token] = inputs
+        answer: dict[str, Any] = {"inputs": None, "state": None}
+        fds = []
+        if request.get("inputs", True):  # not when the candidate reuses blocks it kept
+            inputs = case.inputs
+            if request.get("fresh"):
+                inputs = shared.allocate(case.inputs.as_list(), self.device)
+                self.blocks[inputs.token] = inputs
             self.expected[inputs.token] = dict(case.checksums)
-        else:
-            self.expected[inputs.token] = dict(case.checksums)
-        fds = [inputs.export_fd()]
-        answer: dict[str, Any] = {"inputs": inputs.layout, "state": None}
+            answer["inputs"] = inputs.layout
+            fds.append(inputs.export_fd())
         if case.state is not None:
             answer["state"] = case.state.layout
             fds.append(case.state.export_fd())
@@ -245,7 +246,9 @@ class ReferenceRole:
         mutated = self._changed_inputs(block, self.expected.get(token, case.checksums))
         if mutated and block is case.inputs:
             case.dirty = True  # drawn again before anyone else uses it
-        return {"outputs": figures, "inputs_mutated": mutated}
+        # What was judged, keyed: the determinism re-check compares two runs' outputs bitwise.
+        sums = [self._checksum(outputs[int(p["index"])]) for p in request.get("passes", [])]
+        return {"outputs": figures, "inputs_mutated": mutated, "slot_checksums": sums}
 
     def cmd_release(self, request: dict[str, Any]) -> dict[str, Any]:
         for token in request["tokens"]:
@@ -635,20 +638,19 @@ class ReferenceRole:
             self.initial_block.layout["owned"] = False  # shared by every native case
         return self.initial_block
 
-    def _checksums(self, block: shared.Block) -> dict[Any, int]:
+    def _checksum(self, t: torch.Tensor) -> int:
         import kbv_native
 
-        stream = _stream(self.device)
-        return {
-            key: kbv_native.checksum(
-                t.data_ptr(),
-                shared.nbytes(t),
-                shared.device_index(self.device),
-                self.checksum_key,
-                stream,
-            )
-            for key, t in block.tensors()
-        }
+        return kbv_native.checksum(
+            t.data_ptr(),
+            shared.nbytes(t),
+            shared.device_index(self.device),
+            self.checksum_key,
+            _stream(self.device),
+        )
+
+    def _checksums(self, block: shared.Block) -> dict[Any, int]:
+        return {key: self._checksum(t) for key, t in block.tensors()}
 
     def _changed_inputs(self, block: shared.Block, expected: dict[Any, int]) -> list[Any]:
         now = self._checksums(block)

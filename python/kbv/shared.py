@@ -120,6 +120,11 @@ def allocate(like: list[Any] | dict[str, Any], device: torch.device, copy: bool 
     return block
 
 
+def open_from(layout: dict[str, Any], fds: list[int], device: torch.device) -> Block:
+    """Opens a block whose descriptor is the next of `fds` (a block of no bytes has none)."""
+    return open_block(layout, fds.pop(0) if layout["nbytes"] > 0 and fds else None, device)
+
+
 def open_block(layout: dict[str, Any], fd: int | None, device: torch.device) -> Block:
     """Opens a block another process shared (its layout and one descriptor). The descriptor is
     closed here whatever happens."""

@@ -18,10 +18,6 @@ constexpr std::array kFlags = {
              {},
              "an output shares storage with an input (the reference's does not)"},
     FlagInfo{"output_not_plain_tensor", S::Reject, {}, "an output is a torch.Tensor subclass"},
-    FlagInfo{"output_file_tampered",
-             S::Reject,
-             {},
-             "an output the worker saved no longer reads as it was written"},
     FlagInfo{"numerics_flags_changed",
              S::Warn,
              {},
@@ -43,7 +39,8 @@ constexpr std::array kFlags = {
     FlagInfo{"evaluated_alone",
              S::Info,
              {},
-             "a failure with the device shared was evaluated again with the device alone"},
+             "evaluated with the device alone (a failure while shared, or a problem too large "
+             "to share it)"},
     FlagInfo{
         "problem_degenerate", S::Warn, {}, "the reference output does not depend on the inputs"},
     FlagInfo{"reference_fails_float64",

@@ -21,7 +21,7 @@ std::shared_ptr<CandidateWorker> start_candidate_worker(const EvalRequest& reque
   worker->candidate = fs::absolute(request.candidate);
   worker->keep_folder = request.placement.keep_work_dir;
   auto dir = make_private_dir(request.placement.work_dir, "kbv-cand",
-                              {"inputs", "state", "candidate", "scratch"},
+                              {"scratch"},
                               request.placement.keep_work_dir);
   worker->folder = dir.path;
   worker->owner = std::move(dir.owner);

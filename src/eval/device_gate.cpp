@@ -42,6 +42,7 @@ DeviceGate::Hold DeviceGate::shared() {
 }
 
 DeviceGate::Hold DeviceGate::exclusive() {
+  if (held_exclusive == this) return {};  // an evaluation holding the device alone times
   lock_exclusive();
   return Hold(this, true);
 }

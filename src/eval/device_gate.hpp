@@ -36,6 +36,8 @@ class DeviceGate {
   // calls a timing run makes do not wait for themselves.
   Hold shared();
   // The exclusive hold of a timing run: waits for shared holders to leave, blocks new ones.
+  // None (a no-op) when this thread holds it already (an evaluation too large to share the
+  // device holds it throughout, and its timing run asks again).
   Hold exclusive();
 
   // For tests and progress lines.

@@ -70,6 +70,10 @@ struct EvalPlacement {
   // When set (kbv run), every exchange with a worker holds this device's gate shared and the
   // timing run holds it exclusively (eval/device_gate.hpp).
   DeviceGate* gate = nullptr;
+  // How many evaluations share the device (kbv run's --workers-per-device): the memory plan
+  // gives each reference session its share, and an evaluation too large for its share takes
+  // the device alone (eval/memory_plan.hpp).
+  int evaluations_per_device = 1;
   // A worker started ahead for this very candidate (start_candidate_worker): kbv run starts
   // each device thread's next candidate's worker while the current one is evaluated. Used when
   // it is still alive and was started for the same file; otherwise one is started here.

@@ -6,7 +6,7 @@
 
 #include "core/clock.hpp"
 #include "core/hash.hpp"
-#include "eval/case_files.hpp"
+#include "eval/case_path.hpp"
 #include "eval/exchange.hpp"
 #include "eval/phases.hpp"
 #include "judge/audit.hpp"
@@ -111,9 +111,9 @@ class Evaluation {
     result.isolation = worker_->process->isolation();
     exchange_.emplace(session, *worker_, request_.placement.gate, request_.limits);
     WorkerExchange& workers = *exchange_;
-    CaseFiles files(worker_->folder);
+    cases_.emplace(workers, session, protocol_, request_.problem);
     CandidateSide side{
-        request_.problem,           workers, protocol_, files, findings_, call_judge_,
+        request_.problem,           workers, protocol_, *cases_, findings_, call_judge_,
         request_.placement.progress};
 
     if (session.loaded.is_null()) {  // else reused or loaded ahead
@@ -124,14 +124,23 @@ class Evaluation {
     workers.send_candidate(worker_request(
         cmd::kLoadCandidate, {{"candidate", fs::absolute(request_.candidate).string()},
                               {"device", request_.settings.device},
-                              {"init_inputs_path", init_inputs_file(session.run_dir).string()}}));
+                              {"init_inputs", session.loaded["init_inputs"]}}));
 
     // The reference draws every case while the candidate builds (once per problem and key).
     auto t = Clock::now();
     workers.set_stage("reference");
     say("drawing input families and golden outputs");
-    json prepared = prepare(session, default_redraw(session.loaded, protocol_), workers);
+    prepare(session, default_redraw(session.loaded, protocol_), workers);
     result.durations_s["reference"] = seconds_since(t) + lease_.ahead_wait_s;
+    // A problem too large to share the device with other evaluations has it to itself from
+    // here on (the memory plan; its timing run asks for it again, a no-op).
+    if (session.plan && session.plan->alone && request_.placement.gate) {
+      alone_ = workers.exclusive();
+      findings_.add("evaluated_alone", Severity::Info,
+                    fmt::format("the problem's cases need more than its share of the device "
+                                "({}): evaluated with the device alone",
+                                session.plan->fits));
+    }
 
     t = Clock::now();
     workers.set_stage("candidate_load");
@@ -153,16 +162,17 @@ class Evaluation {
       result.candidate["scan"] = scan.result;
       judge::judge_static_scan(scan.result, findings_);
     }
-    prepared = match_parameters(session, loaded.result, prepared, workers);
+    match_parameters(session, loaded.result, workers);
     listing_ = judge::list_run_dir(session.run_dir);
 
     t = Clock::now();
     workers.set_stage("correctness");
-    auto correctness = check_correctness(side, prepared["cases"]);
+    auto correctness = check_correctness(side, session.prepared["cases"]);
     result.correctness = correctness.families;
     result.durations_s["correctness"] = seconds_since(t);
+    note_replacements(session.prepared["cases"]);
     if (failed(correctness.failed, result)) return;
-    audit(result, session, prepared["cases"]);
+    audit(result, session, session.prepared["cases"]);
 
     // The re-checks only run on a candidate that passed every case: what they catch (caches,
     // nondeterminism, library calls, ghost kernels) matters only for one that would be correct.
@@ -171,7 +181,7 @@ class Evaluation {
     if (all_correct && !findings_.has_reject()) {
       t = Clock::now();
       workers.set_stage("rechecks");
-      auto rechecks = run_rechecks(side, prepared["cases"]);
+      auto rechecks = run_rechecks(side, session.prepared["cases"]);
       result.durations_s["rechecks"] = seconds_since(t);
       if (failed(rechecks.failed, result)) return;
       result.candidate["rechecks"] = rechecks.record;
@@ -191,7 +201,7 @@ class Evaluation {
     if (all_correct && !findings_.has_reject() && !failure_ && request_.settings.measure) {
       t = Clock::now();
       workers.set_stage("measurement");
-      measure(result, session, prepared, side);
+      measure(result, session, side);
       result.durations_s["measurement"] = seconds_since(t);
     }
     // The kernel trace comes last. It records through kbv_native's CUPTI tracer, but falls back
@@ -226,22 +236,28 @@ class Evaluation {
     result.problem["reference_persistent_bytes"] = r["persistent_bytes"];
   }
 
-  // The cases drawn for `redraw` (the parameter names re-drawn): the session's own when they
-  // were drawn for the same names, else drawn now (overwriting the previous set on disk).
-  json prepare(ReferenceSession& session, const json& redraw, WorkerExchange& workers) {
+  // The cases for `redraw` (the parameter names re-drawn): the session's own when they are for
+  // the same names, else a new list (the first case drawn now, the rest when used).
+  void prepare(ReferenceSession& session, const json& redraw, WorkerExchange& workers) {
     if (session.preparations == 0 || session.prepared_redraw != redraw) {
-      draw_session_cases(session, protocol_, redraw, request_.problem, workers.reference_call());
+      draw_session_cases(session, protocol_, redraw, request_.problem, workers.reference_call(),
+                         request_.placement.evaluations_per_device);
     }
-    for (const auto& note : session.prepared["notes"]) {
-      findings_.add("family_replaced", Severity::Info, note.value("detail", ""));
+  }
+
+  // Draws the reference replaced (a family whose reference output was non-finite): reported.
+  void note_replacements(const json& cases) {
+    for (const auto& c : cases) {
+      const json note = c.value("note", json());
+      if (note.is_object()) {
+        findings_.add("family_replaced", Severity::Info, note.value("detail", ""));
+      }
     }
-    return session.prepared;
   }
 
   // How the candidate's parameters match the reference's state (by name and shape, else by
   // unique shape); a candidate that matches differently gets cases drawn for its own set.
-  json match_parameters(ReferenceSession& session, const json& loaded, json prepared,
-                        WorkerExchange& workers) {
+  void match_parameters(ReferenceSession& session, const json& loaded, WorkerExchange& workers) {
     auto match = judge::match_state(session.loaded["state_spec"], loaded["state_spec"]);
     if (!match.unmatched_reference.empty()) {
       std::string names;
@@ -254,7 +270,7 @@ class Evaluation {
       if (protocol_.redraw_parameters) {
         json matched = json::array();
         for (const auto& [ref, cand] : match.mapping) matched.push_back(ref);
-        prepared = prepare(session, matched, workers);
+        prepare(session, matched, workers);
       }
     }
     if (!match.renamed.empty()) {
@@ -262,14 +278,13 @@ class Evaluation {
                     fmt::format("matched by unique shape: {}", json(match.renamed).dump()));
     }
     workers.candidate(worker_request(cmd::kSetMapping, {{"mapping", match.mapping}}));
-    return prepared;
   }
 
   void audit(Result& result, ReferenceSession& session, const json& cases) {
     if (!session.audit) {
       std::vector<judge::AuditCase> audit_cases;
       for (const auto& c : cases) {
-        audit_cases.push_back({c["id"], c["golden"].get<std::string>(), c.value("input_rms", 0.0)});
+        if (c.value("drawn", false)) audit_cases.push_back(judge::AuditCase::from_figures(c));
       }
       session.audit = judge::audit_problem(audit_cases);
     }
@@ -278,9 +293,19 @@ class Evaluation {
     judge::judge_audit(*session.audit, findings_);
   }
 
-  void measure(Result& result, ReferenceSession& session, const json& prepared,
-               CandidateSide& side) {
-    auto timing = measure_timing(side, prepared, request_.settings);
+  void measure(Result& result, ReferenceSession& session, CandidateSide& side) {
+    const int timing_sets = session.plan ? session.plan->timing_sets : 1;
+    auto timing = measure_timing(side, timing_sets, request_.settings);
+    struct EndTiming {
+      CasePath& cases;
+      ~EndTiming() {
+        try {
+          cases.end_timing();
+        } catch (const std::exception&) {
+          // The session is discarded if its reference no longer answers (release()).
+        }
+      }
+    } end_timing{side.cases};
     if (timing.seconds > 0) result.durations_s["timing"] = timing.seconds;
     if (failed(timing.failed, result) || !timing.ok) return;
     result.timing = timing.timing;
@@ -318,6 +343,14 @@ class Evaluation {
   // candidate unless this evaluation failed on the reference's side or the run directory was
   // tampered with (then nothing of it is trusted again).
   void release(bool discard_session) {
+    // What was made for this candidate in the reference goes; its cases stay for the next one.
+    // A reference that cannot do that is not trusted with another candidate.
+    if (lease_.session && lease_.session->worker && exchange_ && !discard_session) {
+      auto ended = lease_.session->worker->call(worker_request(cmd::kEndCandidate),
+                                                reference_timeout(request_.limits));
+      if (!ended.ok()) discard_session = true;
+    }
+    cases_.reset();
     exchange_.reset();
     // Stopped now, whoever else holds the worker (kbv run's request until the evaluation
     // returns): a live CUDA context must not outlast the evaluation into a retry or a health
@@ -328,6 +361,7 @@ class Evaluation {
     auto* slot = request_.placement.reference;
     if (slot && slot->session && discard_session) slot->session.reset();
     lease_.session = nullptr;
+    alone_.release();
   }
 
   const EvalRequest& request_;
@@ -335,6 +369,8 @@ class Evaluation {
   ReferenceLease lease_;
   std::shared_ptr<CandidateWorker> worker_;
   std::optional<WorkerExchange> exchange_;
+  std::optional<CasePath> cases_;
+  DeviceGate::Hold alone_;  // the device to this evaluation alone (memory plan)
   judge::Findings findings_;
   judge::CallJudge call_judge_;
   std::optional<judge::StageFailure> failure_;

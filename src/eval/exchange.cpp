@@ -1,7 +1,6 @@
 #include "eval/exchange.hpp"
 
 #include "core/clock.hpp"
-#include "eval/workspace.hpp"
 
 namespace kbv::eval {
 using nlohmann::json;
@@ -31,37 +30,25 @@ ReferenceCall WorkerExchange::reference_call() {
   return [this](const json& m) { return reference(m); };
 }
 
-Response WorkerExchange::candidate(const json& request) {
-  return candidate(request, limits_.call_timeout);
+Response WorkerExchange::candidate(const json& request, const orchestrate::FdSet& fds) {
+  return candidate(request, limits_.call_timeout, fds);
 }
 
-Response WorkerExchange::candidate(const json& request, std::chrono::milliseconds timeout) {
+Response WorkerExchange::candidate(const json& request, std::chrono::milliseconds timeout,
+                                   const orchestrate::FdSet& fds) {
   auto hold = enter_gate(false);
   auto t = Clock::now();
-  auto response = candidate_.process->call(in_candidate_view(request), timeout);
+  auto response = candidate_.process->call(request, timeout, fds);
   candidate_s_ += seconds_since(t);
   return response;
 }
 
 void WorkerExchange::send_candidate(const json& request) {
-  candidate_.process->send(in_candidate_view(request));
+  candidate_.process->send(request);
 }
 
 Response WorkerExchange::receive_candidate(std::chrono::milliseconds timeout) {
   return candidate_.process->receive(timeout);
-}
-
-// The candidate reads the reference's inputs and states through its own folder: mirrored when
-// the reference has written new ones (a first or new preparation) since the last time, and the
-// request's paths into the run folder rewritten to the candidate's view.
-json WorkerExchange::in_candidate_view(const json& request) {
-  if (mirrored_preparations_ != session_.preparations) {
-    for (const char* sub : {"inputs", "state"}) {
-      mirror_files(session_.run_dir / sub, candidate_.folder / sub);
-    }
-    mirrored_preparations_ = session_.preparations;
-  }
-  return rebase_paths(request, session_.run_dir.string(), candidate_.folder.string());
 }
 
 }  // namespace kbv::eval

@@ -1,8 +1,7 @@
 // The evaluation's two workers behind one door: every exchange holds the device's gate (shared;
-// the timing run holds it exclusively), is timed into the evaluation's split (reference,
-// candidate, gate wait by stage), and, on the candidate's side, is rewritten to the candidate's
-// own folder, whose inputs/ and state/ mirror the reference's run directory after every new
-// preparation.
+// the timing run holds it exclusively) and is timed into the evaluation's split (reference,
+// candidate, gate wait by stage). Descriptors the reference answers with (shared blocks) are
+// handed on to the candidate with its request (docs/case-path.md).
 #pragma once
 
 #include <chrono>
@@ -29,16 +28,20 @@ class WorkerExchange {
   // One exchange with the reference worker, under its (long) timeout.
   orchestrate::Response reference(const nlohmann::json& request);
   ReferenceCall reference_call();
-  // One exchange with the candidate's worker (call_timeout unless given).
-  orchestrate::Response candidate(const nlohmann::json& request);
-  orchestrate::Response candidate(const nlohmann::json& request, std::chrono::milliseconds timeout);
+  // One exchange with the candidate's worker (call_timeout unless given), with the descriptors
+  // it is to use.
+  orchestrate::Response candidate(const nlohmann::json& request,
+                                  const orchestrate::FdSet& fds = {});
+  orchestrate::Response candidate(const nlohmann::json& request, std::chrono::milliseconds timeout,
+                                  const orchestrate::FdSet& fds = {});
   // The load, split so the reference draws while the candidate builds; not gated (the build
   // is CPU work and may take minutes). receive_candidate's wait is counted by the caller as
   // compile time.
   void send_candidate(const nlohmann::json& request);
   orchestrate::Response receive_candidate(std::chrono::milliseconds timeout);
 
-  // The device to this evaluation alone (the timing run); the wait counts as gate wait.
+  // The device to this evaluation alone (the timing run, or an evaluation too large to share
+  // it); the wait counts as gate wait. Held already by this thread: a no-op hold.
   DeviceGate::Hold exclusive() { return enter_gate(true); }
 
   std::chrono::seconds call_timeout() const { return limits_.call_timeout; }
@@ -51,7 +54,6 @@ class WorkerExchange {
 
  private:
   DeviceGate::Hold enter_gate(bool exclusive);
-  nlohmann::json in_candidate_view(const nlohmann::json& request);
 
   ReferenceSession& session_;
   CandidateWorker& candidate_;
@@ -60,7 +62,6 @@ class WorkerExchange {
   std::string stage_ = "start";
   double reference_s_ = 0, candidate_s_ = 0;
   std::map<std::string, double> gate_wait_;
-  int mirrored_preparations_ = -1;
 };
 
 }  // namespace kbv::eval

@@ -1,15 +1,12 @@
-// Correctness: every hidden case through the candidate, judged against its golden outputs, and
-// the re-checks of a candidate that passed them all.
+// Correctness: every hidden case through the candidate, judged against its golden outputs in the
+// reference's worker, and the re-checks of a candidate that passed them all.
 #include <fmt/format.h>
 
 #include "eval/phases.hpp"
 #include "judge/case_judge.hpp"
 
 namespace kbv::eval {
-namespace fs = std::filesystem;
 using nlohmann::json;
-using orchestrate::worker_request;
-namespace cmd = orchestrate::cmd;
 
 namespace {
 
@@ -23,14 +20,6 @@ FamilyResult& family_of(std::vector<FamilyResult>& families, const std::string& 
   return families.back();
 }
 
-// The candidate's `run_case` on case `c`, saving its outputs to `output`.
-json run_case_request(const json& c, const fs::path& output) {
-  return worker_request(cmd::kRunCase, {{"inputs", c["inputs"]},
-                                        {"state", c["state"]},
-                                        {"output", output.string()},
-                                        {"max_output_bytes", CaseFiles::output_limit({&c})}});
-}
-
 }  // namespace
 
 bool CorrectnessRecord::all_passed() const {
@@ -40,37 +29,53 @@ bool CorrectnessRecord::all_passed() const {
   return true;
 }
 
-CorrectnessRecord check_correctness(CandidateSide& side, const json& cases) {
+CorrectnessRecord check_correctness(CandidateSide& side, json& cases) {
   CorrectnessRecord out;
   for (const auto& spec : side.protocol.families) {
     family_of(out.families, spec.name).draws = spec.draws;
   }
   int index = 0;
-  for (const auto& c : cases) {
+  bool slot_attached = false;
+  for (auto& c : cases) {
     ++index;
     const std::string id = c["id"].get<std::string>();
     side.say(fmt::format("checking {} ({}/{})", id, index, cases.size()));
-    auto output = side.files.output_of(c);
-    auto response = side.workers.candidate(run_case_request(c, output));
+    side.cases.ensure(c);
     auto& fam = family_of(out.families, c["family"].get<std::string>());
+    if (!slot_attached) {
+      auto attached = side.cases.attach_slot(c);
+      if (!attached.ok()) {
+        fam.evaluated = true;
+        out.failed = judge::call_failure(attached, "opening the output slot");
+        return out;
+      }
+      slot_attached = true;
+    }
+    auto run = side.cases.run(c, {});
     fam.evaluated = true;
-    if (!response.ok()) {
+    if (!run.answer.ok()) {
       out.failed = judge::call_failure(
-          response, fmt::format("the forward on {} inputs", c["family"].get<std::string>()));
+          run.answer, fmt::format("the forward on {} inputs", c["family"].get<std::string>()));
       return out;
     }
-    side.calls.forward(response.result, id, side.findings);
-    // Structure first (count, type, aliasing, input mutation), then every output's figures.
+    side.calls.forward(run.answer.result, id, side.findings);
+    // The structure first (count, type, aliasing), then every output's figures; the reference
+    // checks the inputs in either case.
     json outcome = {{"id", c["id"]}, {"draw", c["draw"]}, {"passed", false}};
     outcome["outputs"] = json::array();
-    if (auto wrong = judge::judge_structure(c, response.result, side.findings)) {
+    auto wrong = judge::judge_structure(c, run.answer.result, side.findings);
+    json as_judged = run.answer.result;
+    if (wrong) as_judged["outputs"] = json::array();  // nothing to measure
+    auto judged = side.cases.judge(c, as_judged, run.token);
+    judge::flag_mutated_inputs(id, judged.inputs_mutated, side.findings);
+    if (wrong) {
       outcome["reason"] = *wrong;
     } else {
-      auto judged = CaseFiles::judge(c, output, side.protocol, side.findings);
-      outcome["outputs"] = judged.outputs;
-      outcome["passed"] = judged.passed;
+      outcome["outputs"] = judged.outputs.outputs;
+      outcome["passed"] = judged.outputs.passed;
       outcome["truth"] = c["truth"];
-      if (!judged.passed) outcome["reason"] = judged.reason;
+      if (!judged.outputs.passed) outcome["reason"] = judged.outputs.reason;
+      side.cases.remember(id, judged.slot_checksums);
     }
     judge::add_case_to_family(fam, outcome);
   }
@@ -80,69 +85,76 @@ CorrectnessRecord check_correctness(CandidateSide& side, const json& cases) {
 //  1. determinism: case A again on fresh buffers; it must pass again (bitwise differences within
 //     the budget are fine: atomics);
 //  2. fresh values in reused buffers: case B's values written into the very tensor objects of
-//     run 1 (same addresses, same `_version`), with B's state; must match B's golden;
+//     run 1 (same addresses, same `_version`: the reference writes them into the shared block),
+//     with B's state; must match B's golden outputs;
 //  3. reused values in fresh buffers: case A's values in new tensors; must match A's golden.
-// The candidate only writes outputs; the golden outputs never leave this process's view.
-RecheckRecord run_rechecks(CandidateSide& side, const json& cases) {
+// The candidate only writes outputs; the golden outputs never leave the reference's worker.
+RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
   RecheckRecord out;
   if (cases.empty()) return out;
   side.say("re-checking: determinism, caching, operator trace");
-  const json& a = cases[0];
-  const json& b = cases.size() > 1 ? cases[1] : cases[0];
+  json& a = cases[0];
+  json& b = cases.size() > 1 ? cases[1] : cases[0];
   const std::string a_id = a["id"].get<std::string>(), b_id = b["id"].get<std::string>();
+  side.cases.ensure(a, /*pin=*/true);
+  side.cases.ensure(b, /*pin=*/true);
+  std::vector<std::string> made;  // blocks made for the re-checks, released at the end
+  std::string kept;               // the block the candidate keeps for the same-buffers run
   auto run = [&](const json& c, const std::string& tag,
-                 const json& extra) -> std::optional<fs::path> {
+                 const RunInputs& how) -> std::optional<CaseJudgement> {
     const std::string id = c["id"].get<std::string>();
-    auto output = side.files.output_of(c, tag);
-    json request = run_case_request(c, output);
-    request.update(extra);
-    auto response = side.workers.candidate(request);
-    if (!response.ok()) {
-      out.failed = judge::call_failure(response, fmt::format("a re-check ({}) on {}", tag, id));
+    auto ran = side.cases.run(c, how);
+    if (!ran.answer.ok()) {
+      out.failed = judge::call_failure(ran.answer, fmt::format("a re-check ({}) on {}", tag, id));
       return std::nullopt;
     }
-    side.calls.forward(response.result, id + " (" + tag + ")", side.findings);
-    for (int index : response.result["inputs_mutated"]) {
-      side.findings.add("inputs_mutated", Severity::Reject,
-                        fmt::format("the forward changed input {} in place on a re-check", index));
-    }
-    return output;
+    if (how.fresh) made.push_back(ran.token);
+    side.calls.forward(ran.answer.result, id + " (" + tag + ")", side.findings);
+    auto judged = side.cases.judge(c, ran.answer.result, ran.token);
+    judge::flag_mutated_inputs(id + " (" + tag + ")", judged.inputs_mutated, side.findings);
+    if (how.keep) kept = ran.token;
+    return judged;
+  };
+  auto finish = [&] {
+    side.cases.release(made);
+    side.cases.unpin({a_id, b_id});
   };
 
-  auto repeat = run(a, "repeat", {{"keep", "recheck"}});
-  if (!repeat) return out;
-  auto repeated = CaseFiles::judge(a, *repeat, side.protocol, side.findings);
-  auto first = side.files.output_of(a);
-  bool bitwise = fs::exists(first) && CaseFiles::same_bytes(first, *repeat, side.findings);
+  auto repeated = run(a, "repeat", {.fresh = true, .keep = true});
+  if (!repeated) return finish(), out;
+  const json first = side.cases.remembered(a_id);
+  bool bitwise = !first.empty() && first == repeated->slot_checksums;
   out.record["determinism"] = {
-      {"case", a["id"]}, {"passed", repeated.passed}, {"bitwise_equal", bitwise}};
-  if (!repeated.passed) {
-    side.findings.add(
-        "nondeterministic", Severity::Reject,
-        fmt::format("{} passed once and failed when run again: {}", a_id, repeated.reason));
+      {"case", a["id"]}, {"passed", repeated->outputs.passed}, {"bitwise_equal", bitwise}};
+  if (!repeated->outputs.passed) {
+    side.findings.add("nondeterministic", Severity::Reject,
+                      fmt::format("{} passed once and failed when run again: {}", a_id,
+                                  repeated->outputs.reason));
   }
 
-  auto reused = run(b, "same-buffers", {{"reuse", "recheck"}});
-  if (!reused) return out;
-  auto in_reused = CaseFiles::judge(b, *reused, side.protocol, side.findings);
-  out.record["fresh_values_in_reused_buffers"] = {{"case", b["id"]}, {"passed", in_reused.passed}};
-  if (!in_reused.passed) {
+  side.cases.write_into(b, kept);
+  auto in_reused = run(b, "same-buffers", {.reuse = kept});
+  if (!in_reused) return finish(), out;
+  out.record["fresh_values_in_reused_buffers"] = {{"case", b["id"]},
+                                                  {"passed", in_reused->outputs.passed}};
+  if (!in_reused->outputs.passed) {
     side.findings.add("output_cached", Severity::Reject,
                       fmt::format("with {}'s values written into the same input tensors (same "
                                   "addresses and versions) the output is wrong: {}; the plain "
                                   "check of {} passed",
-                                  b_id, in_reused.reason, b_id));
+                                  b_id, in_reused->outputs.reason, b_id));
   }
 
-  auto fresh = run(a, "fresh-buffers", json::object());
-  if (!fresh) return out;
-  auto in_fresh = CaseFiles::judge(a, *fresh, side.protocol, side.findings);
-  out.record["reused_values_in_fresh_buffers"] = {{"case", a["id"]}, {"passed", in_fresh.passed}};
-  if (!in_fresh.passed) {
+  auto fresh = run(a, "fresh-buffers", {.fresh = true});
+  if (!fresh) return finish(), out;
+  out.record["reused_values_in_fresh_buffers"] = {{"case", a["id"]},
+                                                  {"passed", fresh->outputs.passed}};
+  if (!fresh->outputs.passed) {
     side.findings.add("output_cached", Severity::Reject,
                       fmt::format("{}'s values in new input tensors give a wrong output: {}", a_id,
-                                  in_fresh.reason));
+                                  fresh->outputs.reason));
   }
+  finish();
   out.trace_case = b;
   return out;
 }

@@ -14,25 +14,36 @@ using orchestrate::worker_request;
 namespace cmd = orchestrate::cmd;
 using Clock = std::chrono::steady_clock;
 
-TimingRecord measure_timing(CandidateSide& side, const json& prepared,
-                            const EvalSettings& settings) {
+TimingRecord measure_timing(CandidateSide& side, int timing_sets, const EvalSettings& settings) {
   TimingRecord out;
   const bool cuda = settings.cuda();
-  auto response = side.workers.candidate(worker_request(
-      cmd::kPrepareTiming,
-      {{"state", prepared["cases"][0]["state"]}, {"inputs", prepared["timing_inputs"]}}));
-  if (!response.ok()) {
-    out.failed = judge::call_failure(response, "loading the timing inputs");
+  // Both sides are timed on the same shared inputs (the reference's blocks); the golden
+  // outputs of those inputs under the initial state stay in the reference's worker.
+  json golden;
+  if (auto failed = side.cases.prepare_timing(timing_sets, golden)) {
+    out.failed = judge::call_failure(*failed, "loading the timing inputs");
     return out;
   }
-  // The last output of each timing set is saved by the candidate and judged against the golden
-  // output of the case those inputs came from (T5, T6).
-  std::vector<const json*> timing_cases;
-  json timed_outputs = json::array();
-  for (const auto& golden : prepared["timing_golden"]) {
-    timed_outputs.push_back(side.files.timed_output(timing_cases.size()).string());
-    timing_cases.push_back(&golden);
-  }
+  // The last output of each timing set is copied into the slot by the candidate and judged
+  // against the golden output of those inputs (T5, T6).
+  auto judge_timed = [&](int i) -> bool {
+    auto emitted = side.workers.candidate(
+        worker_request(cmd::kEmitTimedOutput, {{"index", i}}));
+    if (!emitted.ok()) {
+      out.failed = judge::call_failure(emitted, "copying a timed call's output");
+      return false;
+    }
+    if (emitted.result.value("structure", json()).is_null()) return true;
+    const json& g = golden[i];
+    auto judged = side.cases.judge(g, emitted.result, "", i);
+    if (!judged.outputs.passed) {
+      side.findings.add("timed_output_wrong", Severity::Reject,
+                        fmt::format("the output of a timed call on {} is wrong ({}) although "
+                                    "the same inputs passed when checked",
+                                    g["id"].get<std::string>(), judged.outputs.reason));
+    }
+    return true;
+  };
   auto call_side = [&](const std::string& who, const json& request) -> std::optional<json> {
     json sent = request;
     if (who != "cand") {
@@ -41,26 +52,16 @@ TimingRecord measure_timing(CandidateSide& side, const json& prepared,
       require_reference_answer(timed, side.problem, "timing the baseline");
       return timed.result;
     }
-    if (request["cmd"] == cmd::kTime) {
-      sent["outputs"] = timed_outputs;
-      sent["max_output_bytes"] = CaseFiles::output_limit(timing_cases);
-    }
     Response timed = side.workers.candidate(sent, side.workers.call_timeout() * 2);
     if (!timed.ok()) {
       out.failed = judge::call_failure(timed, "timing");
       return std::nullopt;
     }
     side.calls.call_state(timed.result, "timing", side.findings);
-    for (int i : timed.result.value("saved_outputs", json::array())) {
-      if (i < 0 || i >= static_cast<int>(timing_cases.size()) || !timing_cases[i]) continue;
-      auto judged = CaseFiles::judge(*timing_cases[i], timed_outputs[i].get<std::string>(),
-                                     side.protocol, side.findings);
-      if (!judged.passed) {
-        side.findings.add("timed_output_wrong", Severity::Reject,
-                          fmt::format("the output of a timed call on {} is wrong ({}) although "
-                                      "the same inputs passed when checked",
-                                      (*timing_cases[i])["id"].get<std::string>(), judged.reason));
-      }
+    for (const auto& i : timed.result.value("last_outputs", json::array())) {
+      const int index = i.get<int>();
+      if (index < 0 || index >= static_cast<int>(golden.size())) continue;
+      if (!judge_timed(index)) return std::nullopt;
     }
     if (timed.result.value("synchronizes_internally", false)) {
       side.findings.add("forward_synchronizes", Severity::Info,
@@ -76,6 +77,14 @@ TimingRecord measure_timing(CandidateSide& side, const json& prepared,
   auto timing = run_timing(plan, call_side, cuda, side.progress);
   out.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   exclusive.release();
+  // The baseline was timed on the inputs the candidate was timed on: had the candidate changed
+  // them, the baseline's time would be of other work.
+  for (const auto& i : side.cases.changed_timing_inputs()) {
+    side.findings.add("inputs_mutated", Severity::Reject,
+                      fmt::format("the forward changed the inputs of timing set {} in place while "
+                                  "it was timed (the baseline is timed on the same inputs)",
+                                  i.dump()));
+  }
   if (!timing.ok) return out;
   out.ok = true;
   out.timing = timing.timing;

@@ -10,13 +10,6 @@ namespace cmd = orchestrate::cmd;
 
 namespace {
 
-// The candidate's `trace` command on case `c`, for one part: "ops" or "gpu".
-json trace_request(const json& c, const char* part) {
-  return worker_request(
-      cmd::kTrace,
-      {{"inputs", c["inputs"]}, {"state", c["state"]}, {"parts", json::array({part})}});
-}
-
 void add_trace_flag(CandidateSide& side, const Flag& flag) {
   side.findings.add(flag.id, judge::trace_flag_severity(flag, side.protocol.name == "verified"),
                     flag.detail);
@@ -26,14 +19,13 @@ void add_trace_flag(CandidateSide& side, const Flag& flag) {
 
 TraceRecord trace_operators(CandidateSide& side, const json& c) {
   TraceRecord out;
-  auto cand = side.workers.candidate(trace_request(c, "ops"));
+  auto cand = side.cases.trace(c, "ops");
   if (!cand.ok()) {
     out.failed = judge::call_failure(cand, "tracing the forward's operators");
     return out;
   }
   side.calls.call_state(cand.result, "tracing the forward", side.findings);
-  auto ref = side.workers.reference(
-      worker_request(cmd::kTrace, {{"inputs", c["inputs"]}, {"state", c["state"]}}));
+  auto ref = side.workers.reference(worker_request(cmd::kTrace, {{"id", c["id"]}}));
   require_reference_answer(ref, side.problem, "tracing the reference's operators");
   out.operators = judge::assess_trace(ref.result, cand.result);
   out.record = out.operators->record;
@@ -51,7 +43,7 @@ void trace_kernels(CandidateSide& side, const json& c, const json& scan, TraceRe
     if (flag.id != "library_main_op") flags.push_back(flag);
   }
   json& record = trace.operators->record;
-  auto cand = side.workers.candidate(trace_request(c, "gpu"));
+  auto cand = side.cases.trace(c, "gpu");
   if (!cand.ok()) {
     trace.failed = judge::call_failure(cand, "tracing the forward's kernels");
     return;

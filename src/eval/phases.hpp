@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/result.hpp"
-#include "eval/case_files.hpp"
+#include "eval/case_path.hpp"
 #include "eval/exchange.hpp"
 #include "eval/protocol.hpp"
 #include "judge/call_findings.hpp"
@@ -27,7 +27,7 @@ struct CandidateSide {
   const std::filesystem::path& problem;  // a failed reference call names it (UsageError)
   WorkerExchange& workers;
   const Protocol& protocol;
-  CaseFiles& files;
+  CasePath& cases;
   judge::Findings& findings;
   judge::CallJudge& calls;
   std::function<void(const std::string&)> progress;
@@ -43,7 +43,9 @@ struct CorrectnessRecord {
   std::optional<judge::FailedStage> failed;  // a forward that did not complete
   bool all_passed() const;
 };
-CorrectnessRecord check_correctness(CandidateSide& side, const nlohmann::json& cases);
+// Each case is made resident in the reference when its turn comes (drawn, or kept), so the
+// candidate's run streams through cases that do not all fit at once.
+CorrectnessRecord check_correctness(CandidateSide& side, nlohmann::json& cases);
 
 // Re-checks of a candidate that passed every case (S5, S2): determinism, fresh values in reused
 // buffers, reused values in fresh buffers.
@@ -52,7 +54,7 @@ struct RecheckRecord {
   std::optional<judge::FailedStage> failed;
   std::optional<nlohmann::json> trace_case;  // the case the traces run on (when they passed)
 };
-RecheckRecord run_rechecks(CandidateSide& side, const nlohmann::json& cases);
+RecheckRecord run_rechecks(CandidateSide& side, nlohmann::json& cases);
 
 // -- traces (B1, B2, T1) ---------------------------------------------------------------------
 struct TraceRecord {
@@ -77,8 +79,9 @@ struct TimingRecord {
   double seconds = 0;  // the timing run itself, under the exclusive gate
   std::optional<judge::FailedStage> failed;
 };
-TimingRecord measure_timing(CandidateSide& side, const nlohmann::json& prepared,
-                            const EvalSettings& settings);
+// The timing sets are prepared here (`timing_sets` of them, as the memory plan allows) and stay
+// until measure_memory is done; the evaluator ends them (CasePath::end_timing).
+TimingRecord measure_timing(CandidateSide& side, int timing_sets, const EvalSettings& settings);
 
 // The roofline floor against the candidate's median; the reference's cost is counted once per
 // session (kept in `session_roofline`).

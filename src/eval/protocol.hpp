@@ -29,6 +29,11 @@ struct Protocol {
   Headline headline = Headline::Tf32;
   std::string description;
   nlohmann::json to_json() const;
+  // The outputs the reference keeps to judge candidates by: the float64 truth under the scaled
+  // policy, the reference variant under allclose.
+  std::string judged_by() const {
+    return policy.kind == check::PolicyKind::Scaled ? "truth" : reference_variant;
+  }
 };
 
 // Throws std::invalid_argument naming the known protocols.

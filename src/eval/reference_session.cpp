@@ -49,10 +49,12 @@ ReferenceSession::~ReferenceSession() {
 }
 
 json ReferenceSession::record(bool reused) const {
-  return {{"key", key.digest()},
-          {"reused", reused},
-          {"preparations", preparations},
-          {"candidate_index", candidates}};
+  json out = {{"key", key.digest()},
+              {"reused", reused},
+              {"preparations", preparations},
+              {"candidate_index", candidates}};
+  if (plan) out["plan"] = plan->to_json();
+  return out;
 }
 
 }  // namespace kbv::eval

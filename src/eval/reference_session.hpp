@@ -1,7 +1,8 @@
 // The reference side of one problem on one device, shared by every candidate of that problem
 // that `kbv run` evaluates there in a row: one reference worker kept alive (problem loaded,
-// model warm), one private run directory holding the drawn cases (inputs, re-drawn state,
-// golden outputs with the float64 truth), the audit of those cases and the baseline's memory.
+// model warm) holding the drawn cases resident within its memory plan (inputs, re-drawn state,
+// golden outputs with the float64 truth: docs/case-path.md), a private run directory for its
+// log, the audit of those cases and the baseline's memory.
 // What stays per candidate: the candidate's own worker, outputs and scratch space, the static
 // scan, the operator trace, and the baseline timings, which are interleaved with each
 // candidate's own (ABBA rounds) by the same live reference worker.
@@ -15,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "eval/memory_plan.hpp"
 #include "eval/workspace.hpp"
 #include "judge/audit.hpp"
 #include "orchestrate/worker_process.hpp"
@@ -53,10 +55,12 @@ struct ReferenceSession {
   std::string secret;
   std::unique_ptr<orchestrate::WorkerProcess> worker;
   nlohmann::json loaded;  // the load_problem answer
-  // The prepared cases and the parameter names they were drawn with (`redraw`): a candidate
-  // whose parameters match differently needs a new preparation (the values depend on the set).
+  // The cases (`prepared["cases"]`: id, family, draw, redraw, and their figures once drawn) and
+  // the parameter names they are drawn with (`redraw`): a candidate whose parameters match
+  // differently needs other cases (the values depend on the set).
   nlohmann::json prepared;
   nlohmann::json prepared_redraw;
+  std::optional<MemoryPlan> plan;  // from the first case drawn; sets the reference's budget
   std::optional<judge::ProblemAudit> audit;  // of `prepared`, once computed
   nlohmann::json memory;                     // the baseline's memory answer, null until measured
   nlohmann::json roofline;  // the baseline's cost (roofline answer), null until counted

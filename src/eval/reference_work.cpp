@@ -29,16 +29,14 @@ void require_reference_answer(const Response& response, const fs::path& problem,
                                response.detail));
 }
 
-fs::path init_inputs_file(const fs::path& run_dir) {
-  return run_dir / "inputs" / "init_inputs.safetensors";
-}
-
 void load_problem_into(ReferenceSession& session, const EvalRequest& request,
                        const ReferenceCall& call) {
-  auto response = call(worker_request(
-      cmd::kLoadProblem, {{"problem", fs::absolute(request.problem).string()},
-                          {"device", request.settings.device},
-                          {"init_inputs_path", init_inputs_file(session.run_dir).string()}}));
+  const Protocol protocol =
+      protocol_by_name(request.settings.protocol, request.settings.hidden_draws);
+  auto response = call(worker_request(cmd::kLoadProblem,
+                                      {{"problem", fs::absolute(request.problem).string()},
+                                       {"device", request.settings.device},
+                                       {"keep", protocol.judged_by()}}));
   require_reference_answer(response, request.problem, "loading the problem");
   session.loaded = response.result;
   session.key.software = software_of(response.result["environment"]);
@@ -53,32 +51,101 @@ json default_redraw(const json& loaded, const Protocol& protocol) {
 
 namespace {
 
-// One call per draw, then one for the timing inputs: each call holds the device's gate (shared)
-// only for its own part, so a timing run of another evaluation waits for one draw, not the
-// whole set (at KernelBench's sizes, 15-19 s in one call on the H200; about 1 s a draw).
-json draw_cases_of(const ReferenceSession& session, const Protocol& protocol, const json& redraw,
-                   const fs::path& problem, const ReferenceCall& call) {
-  json prepared = {{"cases", json::array()}, {"notes", json::array()}};
+// The case ids of one redraw set: the default set's are `<family>-<draw>`; another set's carry
+// a digest of it, so the reference keeps both apart.
+std::string case_id(const std::string& family, int draw, const std::string& suffix) {
+  return fmt::format("{}-{}{}", family, draw, suffix);
+}
+
+// The memory facts of a session's first drawn case (its figures) and of its device.
+MemoryFacts facts_of(const ReferenceSession& session, const json& first, const Protocol& protocol,
+                     int evaluations_per_device) {
+  MemoryFacts f;
+  const json memory = session.loaded.value("memory", json::object());
+  f.device = memory.value("kind", "") == "device";
+  f.total_bytes = memory.value("total_bytes", 0.0);
+  f.free_bytes = memory.value("free_bytes", 0.0);
+  const json bytes = first.value("bytes", json::object());
+  f.judged_bytes = bytes.value("judged", 0.0);
+  f.case_bytes = bytes.value("inputs", 0.0) + bytes.value("state", 0.0) + f.judged_bytes;
+  f.draw_peak_bytes = bytes.value("draw_peak", 0.0);
+  for (const auto& b : first.value("baselines", json::object()).value("tf32", json::array())) {
+    double n = 1;
+    for (const auto& d : b.value("shape", json::array())) n *= d.get<double>();
+    f.output_bytes += n * dtype_bytes(b.value("dtype", "float32"));
+  }
+  f.cases = 0;
+  for (const auto& family : protocol.families) f.cases += family.draws;
+  f.evaluations_per_device = evaluations_per_device;
+  return f;
+}
+
+}  // namespace
+
+double dtype_bytes(const std::string& dtype) {
+  if (dtype == "float64" || dtype == "int64" || dtype == "complex64") return 8;
+  if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") return 2;
+  if (dtype == "int8" || dtype == "uint8" || dtype == "bool") return 1;
+  return 4;
+}
+
+json case_list(const Protocol& protocol, const json& redraw, const json& default_set) {
+  const std::string suffix =
+      redraw == default_set ? "" : "~" + sha256_hex(redraw.dump()).substr(0, 8);
+  json cases = json::array();
   for (const auto& f : protocol.families) {
     for (int draw = 0; draw < f.draws; ++draw) {
-      auto response = call(worker_request(
-          cmd::kPrepareFamily, {{"secret", session.secret},
-                                {"family", {{"name", f.name}, {"draws", 1}, {"first", draw}}},
-                                {"redraw", redraw},
-                                {"directory", session.run_dir.string()}}));
-      require_reference_answer(response, problem, "drawing the input families");
-      for (auto& c : response.result["cases"]) prepared["cases"].push_back(std::move(c));
-      for (auto& n : response.result["notes"]) prepared["notes"].push_back(std::move(n));
+      cases.push_back({{"id", case_id(f.name, draw, suffix)},
+                       {"family", f.name},
+                       {"draw", draw},
+                       {"redraw", redraw},
+                       {"drawn", false}});
     }
   }
-  auto timing = call(
-      worker_request(cmd::kPrepareTimingSets, {{"cases", prepared["cases"]},
-                                               {"directory", session.run_dir.string()},
-                                               {"timing_families", protocol.timing_families}}));
-  require_reference_answer(timing, problem, "preparing the timing inputs");
-  prepared["timing_inputs"] = timing.result["timing_inputs"];
-  prepared["timing_golden"] = timing.result["timing_golden"];
-  return prepared;
+  return cases;
+}
+
+json ensure_case(ReferenceSession& session, json& c, const fs::path& problem,
+                 const ReferenceCall& call, bool pin) {
+  auto response = call(worker_request(cmd::kPrepareCase, {{"secret", session.secret},
+                                                          {"id", c["id"]},
+                                                          {"family", c["family"]},
+                                                          {"draw", c["draw"]},
+                                                          {"redraw", c["redraw"]},
+                                                          {"pin", pin}}));
+  require_reference_answer(response, problem, "drawing a hidden case");
+  if (!c.value("drawn", false)) {
+    // The figures of its first draw stand for the case: a draw again (after it was let go)
+    // is the same draw, from the same secret.
+    for (const auto& [k, v] : response.result.items()) {
+      if (k != "cached" && k != "seconds" && k != "store") c[k] = v;
+    }
+    c["drawn"] = true;
+  }
+  return response.result;
+}
+
+void draw_session_cases(ReferenceSession& session, const Protocol& protocol, const json& redraw,
+                        const fs::path& problem, const ReferenceCall& call,
+                        int evaluations_per_device) {
+  session.prepared = {{"cases", case_list(protocol, redraw, default_redraw(session.loaded, protocol))}};
+  session.prepared_redraw = redraw;
+  session.audit.reset();
+  ++session.preparations;
+  auto& cases = session.prepared["cases"];
+  if (cases.empty()) return;
+  // The first case gives the sizes the memory plan needs; the plan sets the reference's budget.
+  ensure_case(session, cases[0], problem, call, /*pin=*/false);
+  if (!session.plan) {
+    session.plan = plan_memory(facts_of(session, cases[0], protocol, evaluations_per_device));
+    auto set = call(worker_request(cmd::kSetPlan, {{"cache_bytes", session.plan->cache_bytes}}));
+    require_reference_answer(set, problem, "setting the memory plan");
+  }
+  // Drawn ahead only as far as they stay resident: the others are drawn when used. One call per
+  // case, so a timing run of another evaluation on the device waits for one draw, not all.
+  for (size_t i = 1; i < cases.size() && static_cast<int>(i) < session.plan->cached_cases; ++i) {
+    ensure_case(session, cases[i], problem, call, /*pin=*/false);
+  }
 }
 
 // A new session: its own run directory and secret seed; no worker yet.
@@ -107,14 +174,6 @@ std::unique_ptr<orchestrate::WorkerProcess> start_reference_worker(const EvalReq
 }
 
 }  // namespace
-
-void draw_session_cases(ReferenceSession& session, const Protocol& protocol, const json& redraw,
-                        const fs::path& problem, const ReferenceCall& call) {
-  session.prepared = draw_cases_of(session, protocol, redraw, problem, call);
-  session.prepared_redraw = redraw;
-  session.audit.reset();
-  ++session.preparations;
-}
 
 ReferenceKey requested_key(const EvalRequest& request, const Protocol& protocol,
                            const std::string& problem_sha256) {
@@ -147,7 +206,8 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
         return s->worker->call(message, reference_timeout(request.limits));
       };
       load_problem_into(*s, request, call);
-      draw_session_cases(*s, protocol, default_redraw(s->loaded, protocol), request.problem, call);
+      draw_session_cases(*s, protocol, default_redraw(s->loaded, protocol), request.problem, call,
+                         request.placement.evaluations_per_device);
       s->prepared_ahead = true;
     } catch (const std::exception& error) {
       s->ahead_error = error.what();

@@ -25,10 +25,6 @@ std::chrono::seconds reference_timeout(const EvalLimits& limits);
 void require_reference_answer(const orchestrate::Response& response,
                               const std::filesystem::path& problem, const std::string& stage);
 
-// Inside inputs/: the candidate starts before the reference writes this file, and a directory
-// bound into its sandbox shows files created later (a bound file would not exist yet).
-std::filesystem::path init_inputs_file(const std::filesystem::path& run_dir);
-
 // One exchange with the session's reference worker (the caller holds the device's gate).
 using ReferenceCall = std::function<orchestrate::Response(const nlohmann::json&)>;
 
@@ -40,11 +36,27 @@ void load_problem_into(ReferenceSession& session, const EvalRequest& request,
 // preparation of its own).
 nlohmann::json default_redraw(const nlohmann::json& loaded, const Protocol& protocol);
 
-// The session's cases, (re)drawn for `redraw`: the previous set on disk is overwritten, and its
-// audit no longer holds.
+// Bytes of one element of a tensor dtype named as torch names it.
+double dtype_bytes(const std::string& dtype);
+
+// The protocol's cases for the parameter names `redraw` (not yet drawn): id, family, draw,
+// redraw. Ids of a set other than `default_set` carry its digest.
+nlohmann::json case_list(const Protocol& protocol, const nlohmann::json& redraw,
+                         const nlohmann::json& default_set);
+
+// Case `c` made resident in the session's reference (drawn, or kept from before); `pin` keeps it
+// until unpinned. Its figures are merged into `c` the first time. Returns the answer.
+nlohmann::json ensure_case(ReferenceSession& session, nlohmann::json& c,
+                           const std::filesystem::path& problem, const ReferenceCall& call,
+                           bool pin);
+
+// The session's cases for `redraw`: the list, the first case drawn (its sizes make the memory
+// plan, set once per session) and as many more as the plan keeps resident; the rest are drawn
+// when used. A new set replaces the list (the reference keeps the other set's cases within its
+// budget), and the audit no longer holds.
 void draw_session_cases(ReferenceSession& session, const Protocol& protocol,
                         const nlohmann::json& redraw, const std::filesystem::path& problem,
-                        const ReferenceCall& call);
+                        const ReferenceCall& call, int evaluations_per_device);
 
 // What a reference session for this request must match, apart from the software and the secret
 // (those belong to the session itself).

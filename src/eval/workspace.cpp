@@ -66,7 +66,7 @@ PrivateDir make_private_dir(const fs::path& root, const char* prefix,
 }
 
 PrivateDir make_run_dir(const fs::path& root, bool keep) {
-  return make_private_dir(root, "kbv-run", {"inputs", "state", "golden"}, keep);
+  return make_private_dir(root, "kbv-run", {}, keep);
 }
 
 namespace {
@@ -116,41 +116,7 @@ Reclaimed reclaim_abandoned_folders(const fs::path& root) {
   return out;
 }
 
-void mirror_files(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(to, ec)) fs::remove_all(entry.path(), ec);
-  for (const auto& entry : fs::directory_iterator(from, ec)) {
-    if (!entry.is_regular_file()) continue;
-    auto target = to / entry.path().filename();
-    std::error_code link_error;
-    fs::create_hard_link(entry.path(), target, link_error);
-    if (!link_error) continue;
-    std::error_code copy_error;
-    fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, copy_error);
-    if (copy_error) {
-      // The machine's fault (disk full, permissions), not the candidate's: nothing is stored,
-      // and a rerun retries.
-      throw UsageError(fmt::format("cannot give the candidate {} ({}; {})", entry.path().string(),
-                                   link_error.message(), copy_error.message()));
-    }
-  }
-}
 
-json rebase_paths(const json& value, const std::string& from, const std::string& to) {
-  if (value.is_string()) {
-    const auto& text = value.get_ref<const std::string&>();
-    if (text.starts_with(from) && (text.size() == from.size() || text[from.size()] == '/')) {
-      return to + text.substr(from.size());
-    }
-    return value;
-  }
-  if (value.is_array() || value.is_object()) {
-    json out = value;
-    for (auto& item : out) item = rebase_paths(item, from, to);
-    return out;
-  }
-  return value;
-}
 
 std::string random_secret() {
   std::ifstream urandom("/dev/urandom", std::ios::binary);

@@ -37,12 +37,12 @@ struct PrivateDir {
 };
 
 // A new private folder `<root or temp>/kbv-runs/<prefix>-XXXXXX` with the given subfolders, owned
-// by this process; absolute and normal, since the reference's answers carry normalised paths,
-// which the candidate's requests are rewritten from (rebase_paths).
+// by this process; absolute and normal.
 PrivateDir make_private_dir(const std::filesystem::path& root, const char* prefix,
                             std::initializer_list<const char*> subs, bool keep);
 
-// A reference session's run directory: inputs/, state/, golden/.
+// A reference session's run directory: its worker's log (the cases live in the worker's
+// memory, docs/case-path.md).
 PrivateDir make_run_dir(const std::filesystem::path& root, bool keep);
 
 // The folder that holds run directories and candidate folders: `<root or temp>/kbv-runs`.
@@ -58,14 +58,6 @@ struct Reclaimed {
 // to be kept. Folders in use by a live kbv, kept folders, and folders without an owner file (not
 // kbv's, or just being made) are left alone.
 Reclaimed reclaim_abandoned_folders(const std::filesystem::path& root);
-
-// Makes `to` hold the regular files of `from` (hard links, copies where a link fails), and
-// nothing else. Throws UsageError when neither works (the machine's fault, not the candidate's).
-void mirror_files(const std::filesystem::path& from, const std::filesystem::path& to);
-
-// `value` with every string under `from` rewritten to the same path under `to`.
-nlohmann::json rebase_paths(const nlohmann::json& value, const std::string& from,
-                            const std::string& to);
 
 // 32 random bytes from /dev/urandom, hex: a session's secret seed for the hidden draws.
 std::string random_secret();

@@ -2,7 +2,6 @@
 // inputs (constant or near zero), and does the reference itself fail against float64?
 #pragma once
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -11,10 +10,22 @@
 
 namespace kbv::judge {
 
+// What the audit needs of one case, as the reference measured it where the outputs live (a
+// case's figures: docs/case-path.md). The "constant" check compares a strided sample of the
+// first output (up to 2^20 elements) with the first case's, not every element: the outputs of
+// KernelBench's problems reach 8.6 GB and are never all resident at once.
 struct AuditCase {
   std::string id;
-  std::filesystem::path golden;  // holds tf32.out<i>, fp32.out<i>, truth.out<i>
   double input_rms = 0;
+  double output_rms = 0;                    // of the TF32 baseline's first output, finite values
+  bool first = false;                       // the case the others are compared with
+  double sample_diff_from_first = 0;        // max |difference| over the sample (inf: mismatch)
+  bool float_output = true;                 // float32 or float64 first output
+  double reference_vs_truth_normwise = 0;   // the TF32 baseline against the float64 truth
+  bool reference_nonfinite_mismatch = false;
+
+  // From a case's figures (its `audit` and `baselines.tf32[0]`).
+  static AuditCase from_figures(const nlohmann::json& c);
 };
 
 struct ProblemAudit {

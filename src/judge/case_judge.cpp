@@ -8,12 +8,15 @@
 namespace kbv::judge {
 using nlohmann::json;
 
+void flag_mutated_inputs(const std::string& where, const json& mutated, Findings& out) {
+  for (const auto& index : mutated) {
+    out.add("inputs_mutated", Severity::Reject,
+            fmt::format("the forward changed input {} in place on {}", index.dump(), where));
+  }
+}
+
 std::optional<std::string> judge_structure(const json& c, const json& run, Findings& out) {
   const std::string id = c["id"].get<std::string>();
-  for (int index : run.value("inputs_mutated", json::array())) {
-    out.add("inputs_mutated", Severity::Reject,
-            fmt::format("the forward changed input {} in place on {}", index, id));
-  }
   if (!run.value("outputs_aliasing_inputs", json::array()).empty() &&
       !c.value("reference_aliases_input", false)) {
     out.add("output_aliases_input", Severity::Reject,
@@ -43,28 +46,91 @@ std::optional<std::string> judge_structure(const json& c, const json& run, Findi
   return std::nullopt;
 }
 
-OutputsJudgement judge_outputs(const TensorLookup& candidate, const TensorLookup& golden, int count,
-                               std::string_view reference_variant, const check::Policy& policy) {
+namespace {
+
+std::string shape_text(const json& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(shape[i].get<long long>());
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+std::vector<OutputPlan> plan_outputs(const json& c, const json& run,
+                                     std::string_view reference_variant,
+                                     const check::Policy& policy) {
+  const json& baselines = c.at("baselines").at(std::string(reference_variant));
+  const json outs = run.value("outputs", json::array());
+  const json copied = run.value("copied", json::array());
+  std::vector<OutputPlan> plans;
+  for (size_t i = 0; i < baselines.size(); ++i) {
+    OutputPlan plan;
+    plan.index = static_cast<int>(i);
+    plan.baseline = check::OutputBaseline::from_json(baselines[i]);
+    if (i >= outs.size() || !outs[i].contains("dtype")) {
+      plan.why_not = fmt::format("output {} is missing", i);
+    } else {
+      std::vector<int64_t> shape;
+      for (const auto& d : outs[i]["shape"]) shape.push_back(d.get<int64_t>());
+      const auto dtype = tensor::dtype_from_name(outs[i]["dtype"].get<std::string>());
+      if (!dtype) {
+        plan.why_not = fmt::format("dtype {} differs from the reference's {}",
+                                   outs[i]["dtype"].get<std::string>(),
+                                   tensor::torch_name(plan.baseline->dtype));
+      } else if (auto violation = check::contract_violation(*dtype, shape, *plan.baseline)) {
+        plan.why_not = *violation;
+      } else if (i >= copied.size() || !copied[i].get<bool>()) {
+        // Same dtype and shape, yet not taken: a tensor subclass (flagged on its own) or a
+        // tensor on another device than the reference's.
+        plan.why_not = fmt::format("output {} ({} on {}, shape {}) could not be taken for judging",
+                                   i, outs[i].value("type", "?"), outs[i].value("device", "?"),
+                                   shape_text(outs[i]["shape"]));
+      } else {
+        plan.pass = check::plan_candidate_pass(*plan.baseline, policy);
+      }
+    }
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+json passes_of(const std::vector<OutputPlan>& plans) {
+  json passes = json::array();
+  for (const auto& p : plans) {
+    if (p.pass) passes.push_back({{"index", p.index}, {"spec", check::spec_to_json(p.pass->spec)}});
+  }
+  return passes;
+}
+
+OutputsJudgement judge_outputs(const std::vector<OutputPlan>& plans, const json& measured,
+                               const check::Policy& policy) {
   OutputsJudgement judged;
   judged.passed = true;
-  for (int i = 0; i < count; ++i) {
-    const auto* ref = golden(fmt::format("{}.out{}", reference_variant, i));
-    const auto* truth = golden(fmt::format("truth.out{}", i));
-    if (!ref || !truth) throw std::runtime_error(fmt::format("a case lacks golden output {}", i));
-    const auto* cand = candidate(fmt::format("candidate.out{}", i));
-    std::string why;
-    if (!cand) {
-      why = fmt::format("output {} is missing", i);
-    } else {
-      auto verdict = check::compare(*cand, *ref, *truth, policy);
-      json o = verdict.to_json();
-      o["index"] = i;
+  const int count = static_cast<int>(plans.size());
+  for (const auto& plan : plans) {
+    std::string why = plan.why_not;
+    if (plan.pass) {
+      const json* found = nullptr;
+      for (const auto& m : measured) {
+        if (m.value("index", -1) == plan.index) found = &m;
+      }
+      if (!found) {
+        throw std::runtime_error(fmt::format("the reference did not measure output {}", plan.index));
+      }
+      auto measurement = check::Measurement::from_json((*found)["measurement"]);
+      auto outcome =
+          check::decide(*plan.baseline, *plan.pass, measurement, plan.baseline->dtype, policy);
+      json o = outcome.to_json();
+      o["index"] = plan.index;
       judged.outputs.push_back(o);
-      if (!verdict.passed) why = verdict.reason;
+      if (!outcome.passed) why = outcome.reason;
     }
     if (!why.empty() && judged.passed) {
       judged.passed = false;
-      judged.reason = count > 1 && cand ? fmt::format("output {}: {}", i, why) : why;
+      judged.reason =
+          count > 1 && plan.pass ? fmt::format("output {}: {}", plan.index, why) : why;
     }
   }
   return judged;

@@ -50,8 +50,7 @@ WorkerOptions worker_options(const WorkerSpec& spec) {
       options.role = WorkerRole::Reference;
       options.working_directory = dir;
       options.log_file = dir / "reference.log";
-      // The problem is user code too, but trusted to write its run's golden outputs: no
-      // network, no read-only file system.
+      // The problem is user code too, but trusted: no network, no read-only file system.
       options.sandbox.read_only_root = false;
       break;
     case WorkerKind::Candidate: {
@@ -60,12 +59,13 @@ WorkerOptions worker_options(const WorkerSpec& spec) {
       options.log_file = dir / "candidate.log";
       options.environment["TORCH_EXTENSIONS_DIR"] = spec.extension_cache.string();
       keep_files_in_scratch(options, dir / "scratch");
-      // The candidate sees its inputs, parameters and its own file, never golden outputs, the
-      // reference's log or other runs; it writes only its outputs, scratch and build cache.
+      // The candidate sees its own file, never the reference's log or other runs; its inputs,
+      // parameters and output slot come as shared blocks over its channel (docs/case-path.md).
+      // It writes only its scratch and build cache.
       auto& box = options.sandbox;
       box.private_root = dir.parent_path();
-      box.exposed = {dir / "inputs", dir / "state", spec.candidate_file};
-      box.writable = {dir / "candidate", dir / "scratch", spec.extension_cache};
+      box.exposed = {spec.candidate_file};
+      box.writable = {dir / "scratch", spec.extension_cache};
       box.max_cpu_seconds = 3600 + static_cast<unsigned long long>(spec.compile_timeout.count());
       box.quota_dir = dir / "scratch";
       box.quota_bytes = spec.scratch_quota_bytes;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,8 +83,9 @@ std::string locate_pythonpath() {
 }
 
 WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
-  int to[2], from[2];
-  if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0) {
+  int to[2], from[2], fds[2];
+  if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0 ||
+      ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
     throw std::runtime_error(std::string("cannot create a worker channel: ") +
                              std::strerror(errno));
   }
@@ -106,7 +108,8 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   envp.push_back(nullptr);
   std::vector<std::string> arg_strings = {
       options.python, "-m", "kbv.worker", "--role", std::string(to_string(options.role)),
-      "--in",         "3",  "--out",      "4"};
+      "--in",         "3",  "--out",      "4",          "--fds",
+      "5"};
   std::vector<char*> argv;
   for (auto& s : arg_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -121,8 +124,10 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
     if (options.nice != 0) (void)!::nice(options.nice);
     int in = ::fcntl(to[0], F_DUPFD_CLOEXEC, 10);
     int out = ::fcntl(from[1], F_DUPFD_CLOEXEC, 10);
+    int descriptors = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 10);
     ::dup2(in, 3);
     ::dup2(out, 4);
+    ::dup2(descriptors, 5);
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
     int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -143,8 +148,10 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   group_ = pid_;
   ::close(to[0]);
   ::close(from[1]);
+  ::close(fds[1]);
   to_worker_ = to[1];
   from_worker_ = from[0];
+  fd_socket_ = fds[0];
   auto first = read_line(Clock::now() + std::chrono::seconds(60));
   if (!first) throw std::runtime_error("a worker process did not start (no sandbox report)");
   auto report = nlohmann::json::parse(*first, nullptr, false);
@@ -185,13 +192,25 @@ Response WorkerProcess::quota_exceeded() {
   return r;
 }
 
-void WorkerProcess::send(const nlohmann::json& request) {
+void WorkerProcess::send(const nlohmann::json& request, const FdSet& fds) {
   require_served(options_.role, request);
   if (exited_) return;
   // A worker that died leaves a closed pipe: ignore SIGPIPE and let receive() report it.
   ::signal(SIGPIPE, SIG_IGN);
+  nlohmann::json message = request;
+  if (!fds.empty()) {
+    message["fds"] = fds.size();
+    try {
+      send_fds(fd_socket_, fds.fds(), Clock::now() + std::chrono::seconds(30));
+    } catch (const std::exception& error) {
+      // A worker that stopped reading its descriptor socket cannot go on: ended, reported.
+      send_failure_ = error.what();
+      kill_group();
+      return;
+    }
+  }
   try {
-    write_all(to_worker_, request.dump() + "\n");
+    write_all(to_worker_, message.dump() + "\n");
   } catch (const std::exception&) {
     // receive() reports the death with the exit status and the log.
   }
@@ -244,6 +263,11 @@ bool WorkerProcess::ready(std::chrono::milliseconds wait) {
 
 Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
   if (quota_failure_) return quota_exceeded();
+  if (send_failure_) {
+    Response r = died("could not be sent what it was asked to use (" + *send_failure_ + ")");
+    send_failure_.reset();
+    return r;
+  }
   if (exited_) return died("had already exited");
   auto line = read_line(Clock::now() + timeout);
   if (!line) {
@@ -268,6 +292,18 @@ Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
   if (message["ok"].get<bool>()) {
     r.status = Response::Status::Ok;
     r.result = message.value("result", nlohmann::json::object());
+    const auto count = message.value("fds", 0);
+    if (count > 0) {
+      try {
+        r.fds = receive_fds(fd_socket_, static_cast<size_t>(count),
+                            Clock::now() + std::chrono::seconds(30));
+      } catch (const std::exception& error) {
+        kill_group();
+        r.status = Response::Status::Died;
+        r.message = std::string("broke the descriptor channel: ") + error.what();
+        r.detail = log_tail();
+      }
+    }
     return r;
   }
   const auto& error = message["error"];
@@ -327,7 +363,8 @@ void WorkerProcess::stop() {
   kill_group();  // also ends anything it left running in its group
   if (to_worker_ >= 0) ::close(to_worker_);
   if (from_worker_ >= 0) ::close(from_worker_);
-  to_worker_ = from_worker_ = -1;
+  if (fd_socket_ >= 0) ::close(fd_socket_);
+  to_worker_ = from_worker_ = fd_socket_ = -1;
 }
 
 std::string WorkerProcess::log_tail(size_t bytes) const {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "orchestrate/fd_passing.hpp"
 #include "orchestrate/sandbox.hpp"
 #include "orchestrate/scratch_quota.hpp"
 #include "orchestrate/worker_protocol.hpp"
@@ -40,6 +41,7 @@ struct Response {
   std::string error_kind;  // Error: the worker's classification
   std::string message;     // Error, Timeout, Died: one sentence
   std::string detail;      // traceback, compiler output, or the log's tail
+  FdSet fds;               // Ok: descriptors the answer came with (shared blocks)
   bool ok() const { return status == Status::Ok; }
 };
 
@@ -50,12 +52,16 @@ class WorkerProcess {
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
-  // Sends one request; the answer is read by receive(). Lets the caller overlap two workers.
-  // Throws std::logic_error for a command the worker's role does not serve (kbv's own bug).
-  void send(const nlohmann::json& request);
+  // Sends one request, with descriptors when given (they go first, on the descriptor socket,
+  // and the request says how many); the answer is read by receive(). Lets the caller overlap
+  // two workers. Throws std::logic_error for a command the worker's role does not serve (kbv's
+  // own bug). A worker that does not take the descriptors is reported by receive() as having
+  // died (its channel is closed).
+  void send(const nlohmann::json& request, const FdSet& fds = {});
   Response receive(std::chrono::milliseconds timeout);
-  Response call(const nlohmann::json& request, std::chrono::milliseconds timeout) {
-    send(request);
+  Response call(const nlohmann::json& request, std::chrono::milliseconds timeout,
+                const FdSet& fds = {}) {
+    send(request, fds);
     return receive(timeout);
   }
 
@@ -86,6 +92,8 @@ class WorkerProcess {
   pid_t group_ = -1;  // the worker's process group, which outlives the worker itself
   int to_worker_ = -1;
   int from_worker_ = -1;
+  int fd_socket_ = -1;  // SOCK_SEQPACKET: descriptors both ways (the worker's fd 5)
+  std::optional<std::string> send_failure_;
   std::string buffer_;
   nlohmann::json isolation_ = nlohmann::json::object();
   bool exited_ = false;

@@ -120,7 +120,9 @@ class DeviceThread {
       : run_(run),
         device_(std::move(device)),
         gate_(run.gates.at(device_).get()),
-        shared_device_(std::count(run.threads_on.begin(), run.threads_on.end(), device_) > 1) {}
+        evaluations_on_device_(
+            static_cast<int>(std::count(run.threads_on.begin(), run.threads_on.end(), device_))),
+        shared_device_(evaluations_on_device_ > 1) {}
 
   void operator()() {
     while (auto task = take()) {
@@ -146,6 +148,7 @@ class DeviceThread {
     // Always through the gate: besides other evaluations on the device, the reference of the
     // next problem prepares ahead on it, and a timing run must exclude both.
     eval.placement.gate = gate_;
+    eval.placement.evaluations_per_device = evaluations_on_device_;
     return eval;
   }
 
@@ -320,6 +323,7 @@ class DeviceThread {
   SharedRun& run_;
   const std::string device_;
   DeviceGate* gate_;
+  const int evaluations_on_device_;
   const bool shared_device_;
   ReferenceSlot reference_;  // this thread's kept reference work, one problem at a time
   int sessions_counted_ = 0;

@@ -106,10 +106,16 @@ def test_network_is_unreachable(tmp_path, run_eval):
 
 @pytest.mark.e2e
 def test_golden_outputs_and_other_runs_are_out_of_sight(tmp_path, run_eval):
+    """The golden outputs live only in the reference's memory (docs/case-path.md), and the
+    reference's run folder (its log) and process are out of the candidate's sight."""
     body = """
     import glob
-    SEEN = glob.glob("/tmp/kbv-runs/*/golden/*") + glob.glob("/tmp/kbv-runs/*/reference.log")
-    assert not SEEN, SEEN
+    SEEN = glob.glob("/tmp/kbv-runs/kbv-run-*") + glob.glob("/tmp/kbv-runs/*/reference.log")
+    OTHERS = [
+        p for p in glob.glob("/proc/[0-9]*/cmdline")
+        if b"--role\\x00reference" in open(p, "rb").read()
+    ]
+    assert not SEEN and not OTHERS, (SEEN, OTHERS)
     """
     evaluation = run_eval(RELU, candidate(tmp_path, "peeker", body))
     require_isolation(evaluation)
@@ -366,27 +372,21 @@ def test_scratch_quota_falls_back_to_the_watchdog_without_namespaces(
 
 
 SPOILS_ITS_OUTPUTS = """
-import glob
+import gc
 import threading
-from pathlib import Path
 import time
 
 
 def _spoil():
-    # The worker saves each output into ../candidate/ after the forward returns; this thread
-    # then overwrites the files' headers and swaps one for a link, while kbv reads them.
+    # The worker copies each output into the shared slot the reference judges; this thread
+    # finds the slot through the garbage collector and keeps overwriting it, while kbv judges.
     end = time.time() + 30
     while time.time() < end:
-        for path in glob.glob(os.path.join(os.getcwd(), "..", "candidate", "*")):
-            try:
-                if path.endswith("repeat.safetensors") and not os.path.islink(path):
-                    os.remove(path)
-                    os.symlink("/etc/passwd", path)
-                else:
-                    with open(path, "r+b") as handle:
-                        handle.write(b"\\xff" * 16)
-            except OSError:
-                pass
+        for obj in gc.get_objects():
+            if type(obj).__name__ == "Block" and type(obj).__module__ == "kbv.shared":
+                for value in getattr(obj, "values", []):
+                    if isinstance(value, torch.Tensor):
+                        value.fill_(7.0)
         time.sleep(0.0005)
 
 
@@ -403,9 +403,9 @@ class ModelNew(nn.Module):
 
 @pytest.mark.e2e
 def test_outputs_spoiled_after_saving_cost_only_their_own_result(tmp_path, cache_dir):
-    """A candidate whose thread rewrites its saved output files (and swaps one for a link) while
-    kbv reads them: its result is a verdict with a reason, the run goes on, and the honest
-    candidate after it is evaluated."""
+    """A candidate whose thread overwrites the shared blocks it can reach (its output slot, its
+    inputs) while kbv judges them: its result is a verdict with a reason, the run goes on, and
+    the honest candidate after it is evaluated on unspoiled cases."""
     from test_run import kbv_run, rows
 
     folder = tmp_path / "cands" / "spoil"
@@ -423,7 +423,7 @@ def test_outputs_spoiled_after_saving_cost_only_their_own_result(tmp_path, cache
     result = json.loads(text)
     assert result["reason"]
     if verdicts[0] == "rejected":
-        assert "output_file_tampered" in {f["id"] for f in result["flags"]}, result["flags"]
+        assert any(f["severity"] == "reject" for f in result["flags"]), result["flags"]
 
 
 PEEKS_AT_IMPORT = """

@@ -1,0 +1,55 @@
+#include "eval/memory_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kbv::eval {
+
+nlohmann::json MemoryPlan::to_json() const {
+  return {{"cache_bytes", cache_bytes},
+          {"cached_cases", cached_cases},
+          {"timing_sets", timing_sets},
+          {"alone", alone},
+          {"fits", fits}};
+}
+
+MemoryPlan plan_memory(const MemoryFacts& f) {
+  MemoryPlan plan;
+  const int evaluations = std::max(1, f.evaluations_per_device);
+  // On the host the budget comes from what is free (other programs use the machine); on a GPU
+  // from the device's size (the reference's own context and model are already in `free`).
+  const double pool = f.device ? f.total_bytes : f.free_bytes;
+  const double share = pool * kCacheShare / evaluations;
+  const double case_bytes = std::max(1.0, f.case_bytes);
+  plan.cached_cases = std::clamp(static_cast<int>(std::floor(share / case_bytes)), 0, f.cases);
+  plan.cache_bytes = plan.cached_cases * case_bytes;
+  // A timing set is a case's inputs kept (already counted when the case is cached) and its
+  // golden outputs under the initial state.
+  const double timing_set_bytes = case_bytes + f.judged_bytes;
+  plan.timing_sets = std::clamp(static_cast<int>(std::floor(share / timing_set_bytes)), 1,
+                                std::max(1, f.timing_sets_wanted));
+  // What one evaluation holds at its peak: the case in use, the slot, the reference drawing (or
+  // running) and the candidate running on the same inputs, about as large again.
+  const double working = case_bytes + f.output_bytes + 2 * f.draw_peak_bytes;
+  plan.alone = f.device && evaluations > 1 && working > f.total_bytes / evaluations;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  if (plan.cached_cases >= f.cases) {
+    plan.fits = fmt::format("all {} cases resident ({:.2f} GiB each)", f.cases, case_bytes / gib);
+  } else if (plan.cached_cases > 0) {
+    plan.fits = fmt::format("{} of {} cases resident ({:.2f} GiB each), the rest drawn again",
+                            plan.cached_cases, f.cases, case_bytes / gib);
+  } else {
+    plan.fits = fmt::format("one case at a time ({:.2f} GiB each), each drawn when used",
+                            case_bytes / gib);
+  }
+  if (plan.timing_sets < f.timing_sets_wanted) {
+    plan.fits += fmt::format("; {} timing set{}", plan.timing_sets,
+                             plan.timing_sets == 1 ? "" : "s");
+  }
+  if (plan.alone) plan.fits += "; the device alone";
+  return plan;
+}
+
+}  // namespace kbv::eval

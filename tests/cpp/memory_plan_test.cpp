@@ -1,0 +1,78 @@
+// The memory plan (eval/memory_plan.hpp): how many cases a problem keeps resident, how many
+// timing sets, and when an evaluation must have the device alone, at the bundled suite's sizes
+// and at KernelBench's (45_Average_Pooling_2D: 17.2 GB of inputs a case).
+#include "eval/memory_plan.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kbv::eval {
+namespace {
+
+constexpr double GB = 1e9;
+
+MemoryFacts h200(double case_bytes, double output_bytes, int evaluations) {
+  MemoryFacts f;
+  f.device = true;
+  f.total_bytes = 141 * GB;
+  f.free_bytes = 139 * GB;
+  f.case_bytes = case_bytes;
+  f.judged_bytes = 2 * output_bytes;
+  f.output_bytes = output_bytes;
+  f.draw_peak_bytes = case_bytes;
+  f.cases = 15;
+  f.evaluations_per_device = evaluations;
+  return f;
+}
+
+TEST(MemoryPlan, ASmallProblemKeepsEveryCaseAndEveryTimingSet) {
+  auto plan = plan_memory(h200(0.05 * GB, 0.01 * GB, 4));
+  EXPECT_EQ(plan.cached_cases, 15);
+  EXPECT_EQ(plan.timing_sets, 4);
+  EXPECT_FALSE(plan.alone);
+  EXPECT_NE(plan.fits.find("all 15 cases resident"), std::string::npos) << plan.fits;
+}
+
+TEST(MemoryPlan, KernelBenchsLargestStreamsOneCaseAtATimeAndTakesTheDeviceAlone) {
+  // 45_Average_Pooling_2D: 17.2 GB in, 0.14 GB out (truth in float64: 0.28 GB).
+  auto plan = plan_memory(h200(17.2 * GB + 0.28 * GB, 0.14 * GB, 4));
+  EXPECT_EQ(plan.cached_cases, 0);
+  EXPECT_EQ(plan.timing_sets, 1);
+  EXPECT_TRUE(plan.alone);
+  EXPECT_NE(plan.fits.find("one case at a time"), std::string::npos) << plan.fits;
+  EXPECT_NE(plan.fits.find("the device alone"), std::string::npos) << plan.fits;
+}
+
+TEST(MemoryPlan, ALargeProblemAloneOnItsDeviceKeepsWhatFitsItsShare) {
+  // 38_L1Norm_: 8.6 GB in, 8.6 GB out (17.2 GB of float64 truth).
+  auto plan = plan_memory(h200(8.6 * GB + 17.2 * GB, 8.6 * GB, 1));
+  EXPECT_EQ(plan.cached_cases, 1);  // 30% of 141 GB holds one 25.8 GB case
+  EXPECT_FALSE(plan.alone);         // nobody else on the device
+  EXPECT_NE(plan.fits.find("1 of 15 cases resident"), std::string::npos) << plan.fits;
+}
+
+TEST(MemoryPlan, TheHostBudgetComesFromWhatIsFree) {
+  MemoryFacts f;
+  f.device = false;
+  f.total_bytes = 24 * GB;
+  f.free_bytes = 8 * GB;
+  f.case_bytes = 2.1 * GB;
+  f.judged_bytes = 0.001 * GB;
+  f.cases = 15;
+  auto plan = plan_memory(f);
+  EXPECT_EQ(plan.cached_cases, 1);  // 30% of 8 GB
+  EXPECT_FALSE(plan.alone);         // only a device is shared this way
+  EXPECT_EQ(plan.timing_sets, 1);
+}
+
+TEST(MemoryPlan, ZeroSizedCasesDoNotDivideByZero) {
+  MemoryFacts f;
+  f.device = true;
+  f.total_bytes = 1 * GB;
+  f.cases = 3;
+  auto plan = plan_memory(f);
+  EXPECT_EQ(plan.cached_cases, 3);
+  EXPECT_GE(plan.timing_sets, 1);
+}
+
+}  // namespace
+}  // namespace kbv::eval
