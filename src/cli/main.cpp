@@ -2,6 +2,7 @@
 //   kbv eval    one candidate against one problem; prints a summary, --json writes the result
 //   kbv run     every candidate of a suite, results streamed into a SQLite database, resumable
 //   kbv export  a run database as JSON Lines or KernelBench's eval_results.json files
+//   kbv audit   every problem's reference as its own candidate: the suite-quality table
 // Exit status: 0 whenever the work completed, whatever the verdicts; 2 for usage errors (bad
 // arguments, a malformed problem, a missing file); 3 for a fault of kbv itself.
 #include <fmt/format.h>
@@ -20,9 +21,11 @@
 #include "eval/protocol.hpp"
 #include "eval/workspace.hpp"
 #include "orchestrate/worker_protocol.hpp"
+#include "report/audit_table.hpp"
 #include "report/eval_summary.hpp"
 #include "report/export.hpp"
 #include "report/run_comparison.hpp"
+#include "schedule/audit.hpp"
 #include "schedule/devices.hpp"
 #include "schedule/suite.hpp"
 #include "store/store.hpp"
@@ -155,9 +158,9 @@ int run_eval(EvalOptions& options, const std::string& json_path) {
   return 0;
 }
 
-int run_suite(kbv::schedule::SuiteRequest& suite) {
+int run_suite(kbv::schedule::SuiteRequest& suite, bool audit = false) {
   reclaim_leftovers(suite.settings);
-  auto summary = kbv::schedule::run_suite(suite);
+  auto summary = audit ? kbv::schedule::run_audit(suite) : kbv::schedule::run_suite(suite);
   fmt::print("{} tasks: {} evaluated now, {} already stored, {} files skipped\n", summary.tasks,
              summary.evaluated, summary.already_done, summary.unmatched.size());
   if (summary.evaluated_again > 0) {
@@ -233,6 +236,27 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   run_options.add_to(run);
 
+  EvalOptions audit_options;
+  kbv::schedule::SuiteRequest audit_suite;
+  std::string audit_out, audit_format = "md", audit_devices;
+  auto* auditor = app.add_subcommand(
+      "audit",
+      "every problem's reference evaluated as its own candidate through the verified pipeline: "
+      "does the suite fit, is any problem degenerate or unstable against float64, how much does "
+      "TF32 buy, how noisy is its timing (a table per problem)");
+  auditor->add_option("--problems", audit_suite.problems,
+                      "problem tree (KernelBench layout: level1/19_ReLU.py)")
+      ->required();
+  auditor->add_option("--db", audit_suite.database, "SQLite database (default audit.sqlite)");
+  auditor->add_option("--out,-o", audit_out, "write the table here (default: standard output)");
+  auditor->add_option("--format", audit_format, "md (default), csv or json")
+      ->check(CLI::IsMember({"md", "csv", "json"}));
+  auditor->add_option("--devices", audit_devices, "all, cpu, or cuda:0,cuda:1,...");
+  auditor->add_option("--workers-per-device", audit_suite.workers_per_device,
+                      "evaluations at once on each device (as kbv run)")
+      ->check(CLI::Range(1, 64));
+  audit_options.add_to(auditor);
+
   std::string export_db, export_format = "jsonl", export_out;
   auto* exporter = app.add_subcommand("export",
                                       "write a run database as JSON Lines or "
@@ -266,6 +290,8 @@ int main(int argc, char** argv) {
   }
 
   suite.database = "results.sqlite";
+  audit_suite.database = "audit.sqlite";
+  audit_suite.build_jobs = 1;  // nothing to build: the candidates are the references
   suite.build_jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   try {
     app.parse(argc, argv);
@@ -312,6 +338,23 @@ int main(int argc, char** argv) {
         };
       }
       return run_suite(suite);
+    }
+    if (auditor->parsed()) {
+      if (auto error = audit_options.finish(); !error.empty()) {
+        fmt::print(stderr, "kbv: {}\n", error);
+        return kExitUsage;
+      }
+      audit_suite.settings = audit_options.request;
+      if (!audit_devices.empty()) audit_suite.devices = kbv::schedule::parse_devices(audit_devices);
+      int code = run_suite(audit_suite, /*audit=*/true);
+      auto rows = kbv::report::audit_rows(kbv::store::Store(audit_suite.database).results());
+      auto text = kbv::report::render_audit(rows, *kbv::report::parse_format(audit_format));
+      if (audit_out.empty()) {
+        fmt::print("{}", text);
+      } else {
+        write_atomically(audit_out, text);
+      }
+      return code;
     }
     if (reporter->parsed() || comparer->parsed()) {
       auto format = kbv::report::parse_format(report_format);

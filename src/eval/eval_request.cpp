@@ -16,6 +16,7 @@ nlohmann::json EvalSettings::key() const {
                         {"kbv", std::string(kVersion)}};
   // Keyed apart only when off, so the keys of sandboxed results (every earlier database's) hold.
   if (!sandbox) key["sandbox"] = false;
+  if (audit) key["audit"] = true;
   return key;
 }
 

@@ -40,6 +40,9 @@ struct EvalSettings {
   int timing_rounds = 0;   // interleaved rounds; > 0 fixes the count
   bool measure = true;     // time and measure memory (correct candidates only)
   bool sandbox = true;     // an unsandboxed result is not comparable to a sandboxed one
+  // kbv audit: the candidate is the problem's own reference, so the checks that PyTorch must not
+  // do the main work (library_main_op, kernel_never_called) are information, not rejects.
+  bool audit = false;
 
   bool cuda() const { return device.starts_with("cuda"); }
   // The store key's settings part: the device by kind (cuda:0 and cuda:1 give the same result),

@@ -112,9 +112,14 @@ class Evaluation {
     exchange_.emplace(session, *worker_, request_.placement.gate, request_.limits);
     WorkerExchange& workers = *exchange_;
     cases_.emplace(workers, session, protocol_, request_.problem);
-    CandidateSide side{
-        request_.problem,           workers, protocol_, *cases_, findings_, call_judge_,
-        request_.placement.progress};
+    CandidateSide side{request_.problem,
+                       workers,
+                       protocol_,
+                       *cases_,
+                       findings_,
+                       call_judge_,
+                       request_.placement.progress,
+                       request_.settings.audit};
 
     if (session.loaded.is_null()) {  // else reused or loaded ahead
       say("loading the problem");

@@ -31,6 +31,7 @@ struct CandidateSide {
   judge::Findings& findings;
   judge::CallJudge& calls;
   std::function<void(const std::string&)> progress;
+  bool audit = false;  // kbv audit: the candidate is the reference itself
 
   void say(const std::string& line) const {
     if (progress) progress(line);

@@ -74,7 +74,7 @@ std::vector<OutputPlan> plan_outputs(const json& c, const json& run,
     } else {
       std::vector<int64_t> shape;
       for (const auto& d : outs[i]["shape"]) shape.push_back(d.get<int64_t>());
-      const auto dtype = tensor::dtype_from_name(outs[i]["dtype"].get<std::string>());
+      const auto dtype = tensor::parse_torch_dtype(outs[i]["dtype"].get<std::string>());
       if (!dtype) {
         plan.why_not = fmt::format("dtype {} differs from the reference's {}",
                                    outs[i]["dtype"].get<std::string>(),
@@ -99,7 +99,7 @@ std::vector<OutputPlan> plan_outputs(const json& c, const json& run,
 json passes_of(const std::vector<OutputPlan>& plans) {
   json passes = json::array();
   for (const auto& p : plans) {
-    if (p.pass) passes.push_back({{"index", p.index}, {"spec", check::spec_to_json(p.pass->spec)}});
+    if (p.pass) passes.push_back({{"index", p.index}, {"spec", check::pass_spec_to_json(p.pass->spec)}});
   }
   return passes;
 }

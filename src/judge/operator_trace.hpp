@@ -31,7 +31,8 @@ TraceAssessment assess_trace(const nlohmann::json& reference, const nlohmann::js
 
 // The severity a trace finding carries under a protocol: the published protocols (standard,
 // kbv-paper) accept library calls, so there library_main_op and kernel_never_called are
-// warnings and those protocols reproduce published verdicts; `verified` rejects them.
-Severity trace_flag_severity(const Flag& flag, bool verified_protocol);
+// warnings and those protocols reproduce published verdicts; `verified` rejects them. Under
+// `kbv audit` (the reference as its own candidate) they are warnings whatever the protocol.
+Severity trace_flag_severity(const Flag& flag, bool verified_protocol, bool audit = false);
 
 }  // namespace kbv::judge

@@ -1,0 +1,185 @@
+#include "report/audit_table.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kbv::report {
+using nlohmann::json;
+
+namespace {
+
+std::optional<double> number_at(const json& j, const json::json_pointer& p) {
+  if (!j.contains(p)) return std::nullopt;
+  const json& v = j.at(p);
+  if (!v.is_number()) return std::nullopt;
+  return v.get<double>();
+}
+
+std::string cell(const std::optional<double>& v, const char* spec) {
+  return v ? fmt::format(fmt::runtime(spec), *v) : "";
+}
+
+std::string gib(const std::optional<double>& bytes) {
+  return bytes ? fmt::format("{:.2f}", *bytes / (1024.0 * 1024.0 * 1024.0)) : "";
+}
+
+std::string escape_md(std::string text) {
+  for (char& c : text) {
+    if (c == '|' || c == '\n') c = ' ';
+  }
+  return text;
+}
+
+std::string escape_csv(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+json to_json(const AuditRow& r) {
+  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  return {{"problem", r.problem},
+          {"level", r.level ? json(*r.level) : json(nullptr)},
+          {"verdict", r.verdict},
+          {"reason", r.reason},
+          {"fits", r.fits},
+          {"alone", r.alone},
+          {"seconds", r.seconds},
+          {"degenerate", r.degenerate},
+          {"degenerate_why", r.degenerate_why},
+          {"reference_fails_float64", r.reference_fails_float64},
+          {"worst_reference_normwise", opt(r.worst_reference_normwise)},
+          {"truth_float32_cases", r.truth_float32},
+          {"tf32_ms", opt(r.tf32_ms)},
+          {"fp32_ms", opt(r.fp32_ms)},
+          {"fp32_over_tf32", opt(r.fp32_over_tf32)},
+          {"self_speedup", opt(r.self_speedup)},
+          {"self_ci_low", opt(r.self_low)},
+          {"self_ci_high", opt(r.self_high)},
+          {"peak_bytes", opt(r.peak_bytes)},
+          {"flags", r.flags}};
+}
+
+}  // namespace
+
+AuditRow audit_row(const json& result) {
+  AuditRow r;
+  const json row = result.value("_row", json::object());
+  const json problem = result.value("problem", json::object());
+  r.level = row.contains("level") && row["level"].is_number() ? std::optional(row["level"].get<int>())
+                                                               : std::nullopt;
+  r.problem = (r.level ? fmt::format("level{}/", *r.level) : std::string()) +
+              problem.value("name", row.value("problem_name", std::string("?")));
+  r.verdict = result.value("verdict", "");
+  r.reason = result.value("reason", "");
+  const json plan = problem.value("reference", json::object()).value("plan", json::object());
+  r.fits = plan.value("fits", "");
+  r.alone = plan.value("alone", false);
+  r.seconds = result.value("durations_s", json::object()).value("total", 0.0);
+  r.degenerate = problem.value("degenerate", false);
+  const json audit = problem.value("audit", json::object());
+  r.degenerate_why = audit.value("degenerate_why", "");
+  r.reference_fails_float64 =
+      static_cast<int>(audit.value("reference_fails_float64", json::array()).size());
+  for (const auto& [id, value] :
+       audit.value("figures", json::object()).value("reference_vs_truth_normwise", json::object()).items()) {
+    if (value.is_number()) {
+      r.worst_reference_normwise = std::max(r.worst_reference_normwise.value_or(0.0), value.get<double>());
+    }
+  }
+  for (const auto& family : result.value("correctness", json::array())) {
+    for (const auto& c : family.value("cases", json::array())) {
+      if (c.value("truth", "float64") == "float32") ++r.truth_float32;
+    }
+  }
+  r.tf32_ms = number_at(result, "/timing/baseline_tf32/median_ms"_json_pointer);
+  r.fp32_ms = number_at(result, "/timing/baseline_fp32/median_ms"_json_pointer);
+  if (r.tf32_ms && r.fp32_ms && *r.tf32_ms > 0) r.fp32_over_tf32 = *r.fp32_ms / *r.tf32_ms;
+  r.self_speedup = number_at(result, "/speedup/vs_tf32/value"_json_pointer);
+  r.self_low = number_at(result, "/speedup/vs_tf32/ci_low"_json_pointer);
+  r.self_high = number_at(result, "/speedup/vs_tf32/ci_high"_json_pointer);
+  r.peak_bytes = number_at(result, "/memory/reference_peak_bytes"_json_pointer);
+  for (const auto& f : result.value("flags", json::array())) {
+    const std::string id = f.value("id", "");
+    // Expected of a reference run as a candidate (PyTorch does its work): not a finding.
+    if (id == "library_main_op" || id == "kernel_never_called") continue;
+    if (f.value("severity", "") != "info") {
+      r.flags.push_back(f.value("severity", "") + ":" + f.value("id", ""));
+    }
+  }
+  return r;
+}
+
+std::vector<AuditRow> audit_rows(const std::vector<json>& results) {
+  std::vector<AuditRow> rows;
+  for (const auto& result : results) rows.push_back(audit_row(result));
+  std::sort(rows.begin(), rows.end(), [](const AuditRow& a, const AuditRow& b) {
+    return std::pair(a.level.value_or(0), a.problem) < std::pair(b.level.value_or(0), b.problem);
+  });
+  return rows;
+}
+
+std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
+  if (format == Format::Json) {
+    json out = json::array();
+    for (const auto& r : rows) out.push_back(to_json(r));
+    return out.dump(2) + "\n";
+  }
+  if (format == Format::Csv) {
+    std::string out =
+        "problem,verdict,fits,alone,seconds,degenerate,reference_fails_float64,"
+        "worst_reference_normwise,truth_float32_cases,tf32_ms,fp32_ms,fp32_over_tf32,"
+        "self_speedup,self_ci_low,self_ci_high,peak_bytes,flags,reason\n";
+    for (const auto& r : rows) {
+      std::string flags;
+      for (const auto& f : r.flags) flags += (flags.empty() ? "" : " ") + f;
+      out += fmt::format("{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                         escape_csv(r.problem), r.verdict, escape_csv(r.fits), r.alone, r.seconds,
+                         r.degenerate, r.reference_fails_float64,
+                         cell(r.worst_reference_normwise, "{:.3g}"), r.truth_float32,
+                         cell(r.tf32_ms, "{:.6g}"), cell(r.fp32_ms, "{:.6g}"),
+                         cell(r.fp32_over_tf32, "{:.4g}"), cell(r.self_speedup, "{:.4g}"),
+                         cell(r.self_low, "{:.4g}"), cell(r.self_high, "{:.4g}"),
+                         cell(r.peak_bytes, "{:.0f}"), escape_csv(flags), escape_csv(r.reason));
+    }
+    return out;
+  }
+  std::string out =
+      "| problem | self-check | fits | eval s | degenerate | ref vs float64 | FP32/TF32 | "
+      "self speedup [95% CI] | peak GiB |\n|---|---|---|---|---|---|---|---|---|\n";
+  int correct = 0, degenerate = 0, unstable = 0, fallback = 0, alone = 0;
+  double seconds = 0;
+  for (const auto& r : rows) {
+    correct += r.verdict == "correct";
+    degenerate += r.degenerate;
+    unstable += r.reference_fails_float64 > 0;
+    fallback += r.truth_float32 > 0;
+    alone += r.alone;
+    seconds += r.seconds;
+    std::string self = r.self_speedup ? fmt::format("{:.3f} [{}, {}]", *r.self_speedup,
+                                                    cell(r.self_low, "{:.3f}"),
+                                                    cell(r.self_high, "{:.3f}"))
+                                      : "";
+    std::string check = r.verdict == "correct" ? "correct" : r.verdict + ": " + r.reason;
+    std::string reference =
+        r.reference_fails_float64 > 0
+            ? fmt::format("fails on {} ({})", r.reference_fails_float64,
+                          cell(r.worst_reference_normwise, "{:.2g}"))
+            : cell(r.worst_reference_normwise, "{:.1e}");
+    if (r.truth_float32 > 0) reference += fmt::format("; float32 truth on {}", r.truth_float32);
+    out += fmt::format("| {} | {} | {} | {:.1f} | {} | {} | {} | {} | {} |\n", r.problem,
+                       escape_md(check.substr(0, 160)), escape_md(r.fits), r.seconds,
+                       r.degenerate ? escape_md(r.degenerate_why) : "", reference,
+                       cell(r.fp32_over_tf32, "{:.2f}"), self, gib(r.peak_bytes));
+  }
+  out += fmt::format(
+      "\n{} problems: {} pass their own verified check, {} degenerate, {} where the TF32 "
+      "reference fails its float64 run, {} with a float32 truth on some case, {} needing the "
+      "device alone; {:.0f} s of evaluation summed.\n",
+      rows.size(), correct, degenerate, unstable, fallback, alone, seconds);
+  return out;
+}
+
+}  // namespace kbv::report

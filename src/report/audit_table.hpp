@@ -1,0 +1,43 @@
+// The suite-quality table of `kbv audit` (issue 18, point 6): every problem's reference evaluated
+// as its own candidate through the verified pipeline, one row per problem. What METR and the
+// published KernelBench-Verified did by hand when they excluded degenerate problems, for any
+// suite: does it fit (and how), how long its evaluation takes, is it degenerate, does the
+// reference disagree with its float64 run, how much TF32 buys, how noisy its timing is (the
+// reference against itself: the interval should straddle 1), its peak memory.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/render.hpp"
+
+namespace kbv::report {
+
+struct AuditRow {
+  std::string problem;  // level/name
+  std::optional<int> level;
+  std::string verdict;  // of the reference against itself: anything but correct is a finding
+  std::string reason;
+  std::string fits;  // the memory plan's words
+  bool alone = false;
+  double seconds = 0;  // the evaluation's wall time
+  bool degenerate = false;
+  std::string degenerate_why;
+  int reference_fails_float64 = 0;  // cases where the TF32 reference fails its float64 run
+  std::optional<double> worst_reference_normwise;
+  int truth_float32 = 0;  // cases whose truth fell back to float32 (recorded reasons)
+  std::optional<double> tf32_ms, fp32_ms, fp32_over_tf32;
+  std::optional<double> self_speedup, self_low, self_high;  // vs TF32: the noise floor
+  std::optional<double> peak_bytes;
+  std::vector<std::string> flags;  // warn and reject flags, "severity:id"
+};
+
+AuditRow audit_row(const nlohmann::json& result);
+std::vector<AuditRow> audit_rows(const std::vector<nlohmann::json>& results);
+
+// md (a table and a summary line), csv, or json; html is md's table.
+std::string render_audit(const std::vector<AuditRow>& rows, Format format);
+
+}  // namespace kbv::report
