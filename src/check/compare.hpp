@@ -3,29 +3,23 @@
 // The correctness decision: a candidate output against the reference output and the float64
 // truth, under a named tolerance policy. docs/protocol.md ("Correctness") gives the budgets,
 // why fixed allclose tolerances are not enough, and the TF32 figures behind the defaults.
+//
+// The policy works on figures only: the reference worker describes each reference output
+// (OutputBaseline, check/baseline.hpp) and measures a candidate's output with the pass the
+// policy plans (check/measure.hpp, on the device or the host); decide() turns the figures into an
+// outcome. compare() composes the four steps on host tensors.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "tensor/safetensors.hpp"
+#include "check/baseline.hpp"
+#include "check/measure.hpp"
+#include "tensor/view.hpp"
 
 namespace kbv::check {
-
-// Error of one output against the tensor it is judged by, over the positions where both are
-// finite (non-finite positions are counted separately).
-struct ErrorFigures {
-  double max_abs = 0;
-  double max_rel = 0;  // over elements whose truth is non-zero
-  double normwise_rel = 0;
-  double worst_elem_ratio = 0;  // max over elements of |c - t| / (|t| + scale)
-  int64_t numel = 0;
-  int64_t elements_over = 0;  // elements outside their elementwise budget
-  int64_t nonfinite_mismatches = 0;
-  double scale = 0;  // RMS of the finite truth values (of the reference under AllClose)
-  nlohmann::json to_json() const;
-};
 
 enum class PolicyKind { Scaled, AllClose };
 
@@ -65,6 +59,30 @@ struct Outcome {
   nlohmann::json to_json() const;
 };
 
+// The pass a candidate's output gets: its spec (tolerances, scale, NaN rule), whether it is judged
+// by the truth (else by the reference variant: allclose), and the budgets of the scaled policy.
+struct CandidatePass {
+  PassSpec spec;
+  bool against_truth = true;
+  double norm_budget = 0, elem_budget = 0;
+  nlohmann::json to_json() const;  // {"spec": pass_spec_to_json, "against_truth", budgets}
+};
+
+CandidatePass plan_candidate_pass(const OutputBaseline& baseline, const Policy& policy);
+
+// Why a candidate output of this dtype and shape cannot be judged against the baseline (it must
+// match both exactly, even where torch would broadcast or upcast), or nullopt.
+std::optional<std::string> contract_violation(tensor::DType dtype,
+                                              const std::vector<int64_t>& shape,
+                                              const OutputBaseline& baseline);
+
+// The outcome of a candidate whose output (of `candidate_dtype`, meeting the contract) was
+// measured with `pass`. Reasons name elements by the baseline's shape and show the measured
+// values.
+Outcome decide(const OutputBaseline& baseline, const CandidatePass& pass,
+               const Measurement& candidate, tensor::DType candidate_dtype, const Policy& policy);
+
+// describe_baseline + contract_violation + plan_candidate_pass + measure + decide on host tensors.
 // `reference` is the baseline output in the problem's precision: its dtype and shape are the
 // contract the candidate must match exactly. `truth` is the float64 run (same shape) or the
 // reference itself when no float64 run exists; AllClose judges against `reference` and ignores

@@ -139,9 +139,14 @@ OutputsJudgement judge_outputs(const std::vector<OutputPlan>& plans, const json&
 void add_case_to_family(FamilyResult& family, const json& outcome) {
   if (outcome.value("passed", false)) family.passed += 1;
   for (const auto& o : outcome.value("outputs", json::array())) {
-    family.max_abs = std::max(family.max_abs, o["candidate"].value("max_abs", 0.0));
-    family.max_rel = std::max(family.max_rel, o["candidate"].value("max_rel", 0.0));
-    family.normwise_rel = std::max(family.normwise_rel, o["candidate"].value("normwise_rel", 0.0));
+    // Figures are encoded so that the JSON holds no NaN or infinity ("inf" for an overflow).
+    const auto figure = [&](const char* name) {
+      const auto& c = o["candidate"];
+      return c.contains(name) ? check::decode_double(c[name]) : 0.0;
+    };
+    family.max_abs = std::max(family.max_abs, figure("max_abs"));
+    family.max_rel = std::max(family.max_rel, figure("max_rel"));
+    family.normwise_rel = std::max(family.normwise_rel, figure("normwise_rel"));
   }
   family.cases.push_back(outcome);
 }

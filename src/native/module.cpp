@@ -2,23 +2,33 @@
 // shares is torch's) and then this module.
 
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
+#include "check/baseline.hpp"
+#include "check/measure.hpp"
 #include "native/allocation_source.h"
+#include "native/checksum.h"
 #include "native/cpu_timer.h"
 #include "native/gpu_trace.h"
 #include "native/gpu_trace_peak.h"
 #include "native/nvml_probe.h"
 #include "native/rss.h"
+#include "native/shared_arena.h"
+#include "tensor/view.hpp"
 
 #if KBV_NATIVE_CUDA
 #include "native/cuda_timer.h"
+#include "native/device_measure.h"
 #include "native/gpu_state.h"
 #endif
 
@@ -111,6 +121,257 @@ void ReleaseScratchBinding() {
 #if KBV_NATIVE_CUDA
   ReleaseScratch();
 #endif
+}
+
+// ---- comparison passes and checksums ----------------------------------------------------------
+
+// JSON (no NaN or infinity in it: check/measure.hpp encodes them as strings) as Python objects.
+nb::object ToPython(const nlohmann::json& j) {
+  using Type = nlohmann::json::value_t;
+  switch (j.type()) {
+    case Type::null:
+      return nb::none();
+    case Type::boolean:
+      return nb::bool_(j.get<bool>());
+    case Type::number_integer:
+      return nb::int_(j.get<std::int64_t>());
+    case Type::number_unsigned:
+      return nb::int_(j.get<std::uint64_t>());
+    case Type::number_float:
+      return nb::float_(j.get<double>());
+    case Type::string:
+      return nb::str(j.get_ref<const std::string&>().c_str());
+    case Type::array: {
+      nb::list list;
+      for (const auto& item : j) list.append(ToPython(item));
+      return list;
+    }
+    case Type::object: {
+      nb::dict dict;
+      for (const auto& [key, value] : j.items()) dict[key.c_str()] = ToPython(value);
+      return dict;
+    }
+    default:
+      throw std::runtime_error("kbv_native: unexpected JSON value");
+  }
+}
+
+tensor::DType ParseDtype(const std::string& name) {
+  const auto dtype = tensor::parse_torch_dtype(name);
+  if (!dtype) throw nb::value_error(("unknown dtype '" + name + "'").c_str());
+  return *dtype;
+}
+
+// A float, or one of the strings "nan", "inf", "-inf" (how kbv's JSON carries them).
+double DoubleFrom(nb::handle value) {
+  if (nb::isinstance<nb::str>(value)) {
+    try {
+      return check::parse_double(nb::cast<std::string>(value));
+    } catch (const std::invalid_argument& e) {
+      throw nb::value_error(e.what());
+    }
+  }
+  return nb::cast<double>(value);
+}
+
+check::PassSpec SpecFrom(const nb::dict& spec) {
+  const auto field = [&](const char* name) -> nb::handle {
+    if (!spec.contains(name)) throw nb::value_error((std::string("spec lacks ") + name).c_str());
+    return spec[name];
+  };
+  check::PassSpec s;
+  s.threshold = DoubleFrom(field("threshold"));
+  s.scale = DoubleFrom(field("scale"));
+  s.tol.abs = DoubleFrom(field("tol_abs"));
+  s.tol.rel = DoubleFrom(field("tol_rel"));
+  s.nan_equal = nb::cast<bool>(field("nan_equal"));
+  return s;
+}
+
+// Contiguous memory handed over by address: (ptr, dtype, numel, device) or, with a shape,
+// (ptr, dtype, shape, device). device -1 is host memory.
+struct Operand {
+  const void* ptr = nullptr;
+  tensor::DType dtype = tensor::DType::F32;
+  std::vector<std::int64_t> shape;
+  std::int64_t numel = 0;
+  int device = -1;
+
+  tensor::TensorView view(const char* name) const {
+    tensor::TensorView v = tensor::flat_view(ptr, dtype, numel, name);
+    v.shape = shape;
+    return v;
+  }
+};
+
+Operand OperandFrom(nb::handle t, const char* what, bool shaped) {
+  if (!nb::isinstance<nb::sequence>(t) || nb::len(t) != 4) {
+    throw nb::value_error(
+        (std::string(what) + " must be (ptr, dtype, " + (shaped ? "shape" : "numel") + ", device)")
+            .c_str());
+  }
+  Operand o;
+  o.ptr = reinterpret_cast<const void*>(nb::cast<std::uintptr_t>(t[0]));
+  o.dtype = ParseDtype(nb::cast<std::string>(t[1]));
+  if (shaped) {
+    o.shape = nb::cast<std::vector<std::int64_t>>(t[2]);
+    o.numel = 1;
+    for (const std::int64_t d : o.shape) {
+      if (d < 0 || (d > 0 && o.numel > INT64_MAX / d)) {
+        throw nb::value_error((std::string(what) + " has an invalid shape").c_str());
+      }
+      o.numel *= d;
+    }
+  } else {
+    o.numel = nb::cast<std::int64_t>(t[2]);
+    if (o.numel < 0) throw nb::value_error((std::string(what) + ": numel < 0").c_str());
+    o.shape = {o.numel};
+  }
+  o.device = nb::cast<int>(t[3]);
+  if (o.numel > 0 && o.ptr == nullptr) {
+    throw nb::value_error((std::string(what) + " has a null pointer").c_str());
+  }
+  return o;
+}
+
+void SameDevice(const Operand& a, const Operand& b) {
+  if (a.device != b.device) {
+    throw nb::value_error("both tensors must live on the same device (-1 for the host)");
+  }
+}
+
+check::Measurement MeasureOn(const Operand& x, const Operand& y, const check::PassSpec& spec,
+                             std::uintptr_t stream) {
+  if (x.device < 0) return check::measure(x.view("x"), y.view("y"), spec);
+#if KBV_NATIVE_CUDA
+  DeviceGuard guard(x.device);
+  return MeasureDevice(x.ptr, x.dtype, y.ptr, y.dtype, x.numel, spec,
+                       reinterpret_cast<cudaStream_t>(stream));
+#else
+  (void)stream;
+  ThrowNoCuda();
+#endif
+}
+
+double FiniteRmsOn(const Operand& t, double threshold, std::uintptr_t stream) {
+  if (t.device < 0) return check::finite_rms(t.view("t"), threshold);
+#if KBV_NATIVE_CUDA
+  DeviceGuard guard(t.device);
+  return FiniteRmsDevice(t.ptr, t.dtype, t.numel, threshold,
+                         reinterpret_cast<cudaStream_t>(stream));
+#else
+  (void)stream;
+  ThrowNoCuda();
+#endif
+}
+
+nb::object MeasureBinding(nb::handle x, nb::handle y, const nb::dict& spec, std::uintptr_t stream) {
+  const Operand a = OperandFrom(x, "x", false), b = OperandFrom(y, "y", false);
+  SameDevice(a, b);
+  if (a.numel != b.numel) throw nb::value_error("x and y differ in numel");
+  const check::PassSpec s = SpecFrom(spec);
+  check::Measurement m;
+  {
+    nb::gil_scoped_release no_gil;
+    m = MeasureOn(a, b, s, stream);
+  }
+  return ToPython(m.to_json());
+}
+
+nb::object DescribeOutputBinding(nb::handle reference, nb::handle truth, std::uintptr_t stream) {
+  const Operand r = OperandFrom(reference, "reference", true);
+  const Operand t = OperandFrom(truth, "truth", true);
+  SameDevice(r, t);
+  if (r.shape != t.shape) throw nb::value_error("the truth and the reference differ in shape");
+  const bool same = r.ptr == t.ptr;
+  if (same && r.dtype != t.dtype) {
+    throw nb::value_error("the truth is the reference's memory, but of another dtype");
+  }
+  check::OutputBaseline b;
+  {
+    nb::gil_scoped_release no_gil;
+    b = check::describe_baseline_with(
+        r.dtype, r.shape, t.dtype, same,
+        [&](double threshold) { return FiniteRmsOn(t, threshold, stream); },
+        [&](double threshold) { return FiniteRmsOn(r, threshold, stream); },
+        [&](const check::PassSpec& spec) { return MeasureOn(r, t, spec, stream); });
+  }
+  return ToPython(b.to_json());
+}
+
+double FiniteRmsBinding(nb::handle t, nb::handle threshold, std::uintptr_t stream) {
+  const Operand o = OperandFrom(t, "t", false);
+  const double limit = DoubleFrom(threshold);
+  nb::gil_scoped_release no_gil;
+  return FiniteRmsOn(o, limit, stream);
+}
+
+std::uint64_t ChecksumBinding(std::uintptr_t ptr, std::size_t nbytes, int device, std::uint64_t key,
+                              std::uintptr_t stream) {
+  if (nbytes > 0 && ptr == 0) throw nb::value_error("a null pointer");
+  nb::gil_scoped_release no_gil;
+  return Checksum(reinterpret_cast<const void*>(ptr), nbytes, device, key,
+                  reinterpret_cast<cudaStream_t>(stream));
+}
+
+// ---- shared arenas ----------------------------------------------------------------------------
+
+nb::dlpack::dtype DlpackDtype(tensor::DType d) {
+  using Code = nb::dlpack::dtype_code;
+  const auto of = [](Code code, int bits) {
+    return nb::dlpack::dtype{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits), 1};
+  };
+  switch (d) {
+    case tensor::DType::F64:
+      return of(Code::Float, 64);
+    case tensor::DType::F32:
+      return of(Code::Float, 32);
+    case tensor::DType::F16:
+      return of(Code::Float, 16);
+    case tensor::DType::BF16:
+      return of(Code::Bfloat, 16);
+    case tensor::DType::I64:
+      return of(Code::Int, 64);
+    case tensor::DType::I32:
+      return of(Code::Int, 32);
+    case tensor::DType::I16:
+      return of(Code::Int, 16);
+    case tensor::DType::I8:
+      return of(Code::Int, 8);
+    case tensor::DType::U8:
+      return of(Code::UInt, 8);
+    case tensor::DType::Bool:
+      return of(Code::Bool, 8);
+  }
+  throw std::logic_error("unhandled dtype");
+}
+
+// A row-major view of the arena's bytes at `offset`; it holds a reference to the arena object, so
+// the arena outlives every view (until close() or revoke(), which the caller orders).
+nb::ndarray<> ArenaView(nb::handle self, std::size_t offset, const std::string& dtype,
+                        const std::vector<std::int64_t>& shape) {
+  const SharedArena& arena = nb::cast<const SharedArena&>(self);
+  const tensor::DType d = ParseDtype(dtype);
+  const std::size_t size = tensor::element_size(d);
+  std::size_t bytes = size;
+  std::vector<std::size_t> dims;
+  for (const std::int64_t dim : shape) {
+    if (dim < 0) throw nb::value_error("a negative dimension");
+    if (__builtin_mul_overflow(bytes, static_cast<std::size_t>(dim), &bytes)) {
+      throw std::out_of_range("kbv_native: the view's size overflows");
+    }
+    dims.push_back(static_cast<std::size_t>(dim));
+  }
+  if (offset % size != 0) {
+    throw nb::value_error(("offset " + std::to_string(offset) + " is not a multiple of the " +
+                           std::to_string(size) + "-byte element")
+                              .c_str());
+  }
+  void* data = arena.Slice(offset, bytes);
+  const bool host = arena.device() < 0;
+  return nb::ndarray<>(data, dims.size(), dims.data(), self, nullptr, DlpackDtype(d),
+                       host ? nb::device::cpu::value : nb::device::cuda::value,
+                       host ? 0 : arena.device());
 }
 
 // ---- memory tracer ----------------------------------------------------------------------------
@@ -369,6 +630,59 @@ NB_MODULE(kbv_native, m) {
         "The two NVML figures read around every timed sample, cheaply (the device handle is "
         "cached): (sm_clock_mhz, clocks-event-reasons bitmask), -1 where a query failed. "
         "RuntimeError when NVML is not there or the build has no CUDA.");
+
+  m.def("measure", &MeasureBinding, "x"_a, "y"_a, "spec"_a, "stream"_a = 0,
+        "One comparison pass of x judged by y, where they live. x and y are (ptr, dtype, numel, "
+        "device) of contiguous memory (dtype as torch names it, device -1 for the host); their "
+        "dtypes may differ. spec: {threshold, scale, tol_abs, tol_rel, nan_equal}, doubles as "
+        "floats or 'nan'/'inf'/'-inf'. Returns {figures: {max_abs, max_rel, normwise_rel, "
+        "worst_elem_ratio, numel, elements_over, nonfinite_mismatches, scale}, worst, "
+        "first_nonfinite_mismatch, x_at_worst, y_at_worst, x_at_first_nonfinite, "
+        "y_at_first_nonfinite}, non-finite doubles as those strings.");
+
+  m.def("describe_output", &DescribeOutputBinding, "reference"_a, "truth"_a, "stream"_a = 0,
+        "The baseline of one reference output: reference and truth are (ptr, dtype, shape, "
+        "device); the same pointer means there is no float64 run (truth_is_reference). Returns "
+        "{dtype, shape, truth_dtype, truth_is_reference, truth_scale, reference_scale, "
+        "vs_truth: a measure() result or None}.");
+
+  m.def("finite_rms", &FiniteRmsBinding, "t"_a, "threshold"_a, "stream"_a = 0,
+        "RMS of the values of t = (ptr, dtype, numel, device) whose magnitude stays below "
+        "threshold (a float or 'inf').");
+
+  m.def("checksum", &ChecksumBinding, "ptr"_a, "nbytes"_a, "device"_a, "key"_a, "stream"_a = 0,
+        "Keyed 64-bit checksum of nbytes at ptr (device -1: host memory): any change of any byte "
+        "changes it, and without the key no change can be made that keeps it.");
+
+  nb::class_<SharedArena>(
+      m, "SharedArena",
+      "One block of memory shared between processes through a file descriptor: a sealed memfd "
+      "(device -1) or a CUDA VMM allocation (device >= 0), zeroed. view() gives DLPack tensors.")
+      .def(nb::init<std::size_t, int>(), "nbytes"_a, "device"_a)
+      .def_static("open", &SharedArena::Open, "fd"_a, "nbytes"_a, "device"_a,
+                  "Import the arena behind fd (from export_fd, possibly of another process); "
+                  "fd stays the caller's.")
+      .def_prop_ro("ptr", &SharedArena::ptr)
+      .def_prop_ro("nbytes", &SharedArena::nbytes)
+      .def_prop_ro("capacity", &SharedArena::capacity)
+      .def_prop_ro("device", &SharedArena::device)
+      .def_prop_ro("revoked", &SharedArena::revoked)
+      .def_prop_ro("closed", &SharedArena::closed)
+      .def("export_fd", &SharedArena::ExportFd,
+           "A new close-on-exec descriptor of the arena; the caller owns and closes it.")
+      .def("view", &ArenaView, "offset"_a, "dtype"_a, "shape"_a,
+           "A DLPack-capable array of dtype and shape at byte offset (bounds-checked, aligned to "
+           "the element); it keeps the arena object alive. torch.from_dlpack(view) shares the "
+           "memory.")
+      .def("revoke", &SharedArena::Revoke,
+           "Unmap now and keep the address range reserved until the process ends: any later "
+           "access faults. Idempotent.")
+      .def("close", &SharedArena::Close, "Release now (also done at destruction). Idempotent.")
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](SharedArena& self, nb::args) {
+        self.Close();
+        return false;
+      });
 
   nb::class_<MemoryTrace> memory_trace(
       m, "MemoryTrace",

@@ -21,39 +21,17 @@ static_assert(std::endian::native == std::endian::little, "kbv reads tensors in 
 
 namespace {
 
-struct DTypeInfo {
-  DType dtype;
-  std::string_view safetensors;
-  std::string_view torch;
-  size_t size;
-  bool floating;
+constexpr std::pair<DType, std::string_view> kSafetensorsNames[] = {
+    {DType::F64, "F64"}, {DType::F32, "F32"},   {DType::F16, "F16"}, {DType::BF16, "BF16"},
+    {DType::I64, "I64"}, {DType::I32, "I32"},   {DType::I16, "I16"}, {DType::I8, "I8"},
+    {DType::U8, "U8"},   {DType::Bool, "BOOL"},
 };
-
-constexpr DTypeInfo kDTypes[] = {
-    {DType::F64, "F64", "float64", 8, true}, {DType::F32, "F32", "float32", 4, true},
-    {DType::F16, "F16", "float16", 2, true}, {DType::BF16, "BF16", "bfloat16", 2, true},
-    {DType::I64, "I64", "int64", 8, false},  {DType::I32, "I32", "int32", 4, false},
-    {DType::I16, "I16", "int16", 2, false},  {DType::I8, "I8", "int8", 1, false},
-    {DType::U8, "U8", "uint8", 1, false},    {DType::Bool, "BOOL", "bool", 1, false},
-};
-
-const DTypeInfo& info(DType d) { return kDTypes[static_cast<size_t>(d)]; }
 
 template <class T>
 T load(const std::byte* p) {
   T v;
   std::memcpy(&v, p, sizeof(T));
   return v;
-}
-
-template <class T, class Convert>
-void decode_block(const std::byte* src, std::span<double> out, Convert convert) {
-  for (size_t i = 0; i < out.size(); ++i) out[i] = convert(load<T>(src + i * sizeof(T)));
-}
-
-template <class T>
-void decode_block(const std::byte* src, std::span<double> out) {
-  decode_block<T>(src, out, [](T v) { return static_cast<double>(v); });
 }
 
 [[noreturn]] void fail(const std::filesystem::path& path, std::string_view what) {
@@ -160,77 +138,18 @@ void check_no_overlap(const std::filesystem::path& path, std::vector<const Tenso
 
 // ---- dtypes ---------------------------------------------------------------------------------
 
-std::string_view torch_name(DType d) { return info(d).torch; }
-std::string_view safetensors_name(DType d) { return info(d).safetensors; }
-bool is_floating(DType d) { return info(d).floating; }
-size_t element_size(DType d) { return info(d).size; }
+std::string_view safetensors_name(DType d) {
+  for (const auto& [dtype, name] : kSafetensorsNames) {
+    if (dtype == d) return name;
+  }
+  return "?";
+}
 
 std::optional<DType> parse_safetensors_dtype(std::string_view name) {
-  for (const auto& i : kDTypes) {
-    if (i.safetensors == name) return i.dtype;
+  for (const auto& [dtype, spelled] : kSafetensorsNames) {
+    if (spelled == name) return dtype;
   }
   return std::nullopt;
-}
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu;
-  const uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0) {
-    // Zero or subnormal: mantissa * 2^-24, exact in float.
-    const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
-    return sign ? -magnitude : magnitude;
-  }
-  const uint32_t bits = exponent == 0x1f ? sign | 0x7f800000u | (mantissa << 13)  // Inf/NaN
-                                         : sign | ((exponent + 112) << 23) | (mantissa << 13);
-  return std::bit_cast<float>(bits);
-}
-
-float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-
-// ---- TensorView -----------------------------------------------------------------------------
-
-int64_t TensorView::numel() const {
-  int64_t n = 1;
-  for (const int64_t d : shape) n *= d;
-  return n;
-}
-
-double TensorView::value_at(int64_t i) const {
-  double v = 0;
-  decode(i, std::span<double>(&v, 1));
-  return v;
-}
-
-void TensorView::decode(int64_t first, std::span<double> out) const {
-  const size_t size = element_size(dtype);
-  if (first < 0 || (static_cast<size_t>(first) + out.size()) * size > nbytes) {
-    throw std::out_of_range(fmt::format("elements [{}, {}) of tensor '{}' with {} elements", first,
-                                        first + static_cast<int64_t>(out.size()), name, numel()));
-  }
-  const std::byte* src = data + static_cast<size_t>(first) * size;
-  switch (dtype) {
-    case DType::F64:
-      return decode_block<double>(src, out);
-    case DType::F32:
-      return decode_block<float>(src, out);
-    case DType::F16:
-      return decode_block<uint16_t>(src, out, [](uint16_t b) { return half_to_float(b); });
-    case DType::BF16:
-      return decode_block<uint16_t>(src, out, [](uint16_t b) { return bfloat16_to_float(b); });
-    case DType::I64:
-      return decode_block<int64_t>(src, out);
-    case DType::I32:
-      return decode_block<int32_t>(src, out);
-    case DType::I16:
-      return decode_block<int16_t>(src, out);
-    case DType::I8:
-      return decode_block<int8_t>(src, out);
-    case DType::U8:
-      return decode_block<uint8_t>(src, out);
-    case DType::Bool:
-      return decode_block<uint8_t>(src, out, [](uint8_t b) { return b != 0 ? 1.0 : 0.0; });
-  }
 }
 
 // ---- SafetensorsFile ------------------------------------------------------------------------

@@ -15,6 +15,9 @@
 #include <string_view>
 #include <vector>
 
+#include "tensor/dtype.hpp"
+#include "tensor/view.hpp"
+
 namespace kbv::tensor {
 
 // Any file that is not a well-formed safetensors file (or cannot be read at all).
@@ -23,35 +26,9 @@ class FormatError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool };
-
-// "float32", "int64", "bool", ... as torch prints them.
-std::string_view torch_name(DType);
 // "F32", "I64", "BOOL", ... as the safetensors header spells them.
 std::string_view safetensors_name(DType);
 std::optional<DType> parse_safetensors_dtype(std::string_view);
-bool is_floating(DType);
-size_t element_size(DType);
-
-// Exact decoders for the 16-bit float formats (every fp16 and bf16 value is a float).
-float half_to_float(uint16_t bits);
-float bfloat16_to_float(uint16_t bits);
-
-// A non-owning view of a contiguous, little-endian, row-major tensor.
-struct TensorView {
-  std::string name;
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  const std::byte* data = nullptr;
-  size_t nbytes = 0;
-
-  int64_t numel() const;
-  // Element i (flat, row-major) converted to double; fp16/bf16 are decoded exactly.
-  double value_at(int64_t i) const;
-  // Elements [first, first + out.size()) converted to double: one dtype dispatch per block, so
-  // passes over 1e8 elements stay cheap.
-  void decode(int64_t first, std::span<double> out) const;
-};
 
 // A memory-mapped safetensors file. The views stay valid for the lifetime of the object (moving
 // it keeps the mapping in place).

@@ -1,5 +1,7 @@
 // The correctness decision: the scaled (verified) policy against TF32- and bf16-like noise, single
 // wrong elements, zero outputs, non-finite values and integer ties, and the allclose policies.
+// Every case is also decided through the split API (baseline, plan, measurement, decide) with
+// JSON between the steps, and must come out the same.
 
 #include <gtest/gtest.h>
 
@@ -91,6 +93,29 @@ std::vector<double> noisy(const std::vector<double>& truth, double relative, uin
   return out;
 }
 
+// compare(), checked against the same decision reached the way the orchestrator reaches it: the
+// reference's baseline, the planned pass and the candidate's measurement each cross a JSON
+// channel, and the policy plans and decides on figures alone. Both must give the same outcome.
+Outcome judged(const TensorView& candidate, const TensorView& reference, const TensorView& truth,
+               const Policy& policy) {
+  const Outcome direct = compare(candidate, reference, truth, policy);
+  const auto relay = [](const nlohmann::json& j) { return nlohmann::json::parse(j.dump()); };
+  const OutputBaseline baseline =
+      OutputBaseline::from_json(relay(describe_baseline(reference, truth).to_json()));
+  Outcome split;
+  if (auto violation = contract_violation(candidate.dtype, candidate.shape, baseline)) {
+    split.reason = *violation;
+  } else {
+    const CandidatePass pass = plan_candidate_pass(baseline, policy);
+    const PassSpec spec = pass_spec_from_json(relay(pass.to_json())["spec"]);
+    const Measurement m = Measurement::from_json(
+        relay(measure(candidate, pass.against_truth ? truth : reference, spec).to_json()));
+    split = decide(baseline, pass, m, candidate.dtype, policy);
+  }
+  EXPECT_EQ(direct.to_json().dump(), split.to_json().dump());
+  return direct;
+}
+
 bool contains(const std::string& s, const std::string& fragment) {
   return s.find(fragment) != std::string::npos;
 }
@@ -104,7 +129,7 @@ class ScaledTest : public ::testing::Test {
   const Owned reference = f32(shape, noisy(truth_values, 3e-4, 2));
 
   Outcome judge(const std::vector<double>& candidate) const {
-    return compare(f32(shape, candidate), reference, truth, Policy::verified());
+    return judged(f32(shape, candidate), reference, truth, Policy::verified());
   }
 };
 
@@ -154,7 +179,7 @@ TEST_F(ScaledTest, BudgetGrowsWithANoisierBaseline) {
   EXPECT_FALSE(judge(candidate).passed);
 
   const Owned noisier = f32(shape, noisy(truth_values, 1e-3, 2));
-  const Outcome o = compare(f32(shape, candidate), noisier, truth, Policy::verified());
+  const Outcome o = judged(f32(shape, candidate), noisier, truth, Policy::verified());
   EXPECT_TRUE(o.passed) << o.reason;
   EXPECT_NEAR(o.norm_budget, 4e-3, 1e-4);
   EXPECT_GT(o.norm_budget, judge(candidate).norm_budget);
@@ -163,7 +188,7 @@ TEST_F(ScaledTest, BudgetGrowsWithANoisierBaseline) {
   auto spiky = truth_values;
   spiky[7] += 0.05 * (std::abs(spiky[7]) + rms(truth_values));
   const Outcome spiky_baseline =
-      compare(f32(shape, truth_values), f32(shape, spiky), truth, Policy::verified());
+      judged(f32(shape, truth_values), f32(shape, spiky), truth, Policy::verified());
   EXPECT_NEAR(spiky_baseline.elem_budget, 0.2, 1e-4);
 }
 
@@ -182,8 +207,8 @@ TEST_F(ScaledTest, ReportsJson) {
 
 TEST(Scaled, AllZeroCandidateFailsASmallValuedProblem) {
   const auto t = randn(1000, 4, 1e-6);
-  const Outcome o = compare(f32({1000}, std::vector<double>(1000, 0.0)), f32({1000}, t),
-                            f64({1000}, t), Policy::verified());
+  const Outcome o = judged(f32({1000}, std::vector<double>(1000, 0.0)), f32({1000}, t),
+                           f64({1000}, t), Policy::verified());
   EXPECT_FALSE(o.passed);
   EXPECT_NEAR(o.candidate.normwise_rel, 1.0, 1e-6);
 }
@@ -191,20 +216,20 @@ TEST(Scaled, AllZeroCandidateFailsASmallValuedProblem) {
 TEST(Scaled, AllZeroTruthAcceptsOnlyZero) {
   const std::vector<double> zeros(64, 0.0);
   const Owned truth = f64({8, 8}, zeros), reference = f32({8, 8}, zeros);
-  const Outcome o = compare(f32({8, 8}, zeros), reference, truth, Policy::verified());
+  const Outcome o = judged(f32({8, 8}, zeros), reference, truth, Policy::verified());
   EXPECT_TRUE(o.passed) << o.reason;
   EXPECT_EQ(o.candidate.scale, 0.0);
 
   std::vector<double> tiny = zeros;
   tiny[9] = 1e-20;
-  const Outcome bad = compare(f32({8, 8}, tiny), reference, truth, Policy::verified());
+  const Outcome bad = judged(f32({8, 8}, tiny), reference, truth, Policy::verified());
   EXPECT_FALSE(bad.passed);
 }
 
 TEST(Scaled, NaNPositionMismatchFails) {
   const Owned truth = f64({2, 4}, {1, 2, 3, 4, kNaN, 6, 7, 8});
-  const Outcome o = compare(f32({2, 4}, {1, 2, 3, 4, 5, kNaN, 7, 8}),
-                            f32({2, 4}, {1, 2, 3, 4, kNaN, 6, 7, 8}), truth, Policy::verified());
+  const Outcome o = judged(f32({2, 4}, {1, 2, 3, 4, 5, kNaN, 7, 8}),
+                           f32({2, 4}, {1, 2, 3, 4, kNaN, 6, 7, 8}), truth, Policy::verified());
   EXPECT_FALSE(o.passed);
   EXPECT_EQ(o.candidate.nonfinite_mismatches, 2);
   EXPECT_TRUE(contains(o.reason, "element [1, 0] is 5 where the float64 truth is nan")) << o.reason;
@@ -213,7 +238,7 @@ TEST(Scaled, NaNPositionMismatchFails) {
 
 TEST(Scaled, MatchingNaNAndInfPass) {
   const std::vector<double> v{1, kNaN, kInf, -kInf, 5};
-  const Outcome o = compare(f32({5}, v), f32({5}, v), f64({5}, v), Policy::verified());
+  const Outcome o = judged(f32({5}, v), f32({5}, v), f64({5}, v), Policy::verified());
   EXPECT_TRUE(o.passed) << o.reason;
   EXPECT_EQ(o.candidate.nonfinite_mismatches, 0);
   EXPECT_EQ(o.candidate.numel, 5);
@@ -221,7 +246,7 @@ TEST(Scaled, MatchingNaNAndInfPass) {
 
 TEST(Scaled, InfinitySignMustMatch) {
   const std::vector<double> v{1, kInf, 3};
-  const Outcome o = compare(f32({3}, {1, -kInf, 3}), f32({3}, v), f64({3}, v), Policy::verified());
+  const Outcome o = judged(f32({3}, {1, -kInf, 3}), f32({3}, v), f64({3}, v), Policy::verified());
   EXPECT_FALSE(o.passed);
   EXPECT_TRUE(contains(o.reason, "element [1] is -inf where the float64 truth is inf")) << o.reason;
 }
@@ -230,8 +255,8 @@ TEST(Scaled, TruthIsCastToTheOutputDtype) {
   // 1e39 is finite in float64 but infinite in float32: a float32 output must say +inf there.
   const Owned truth = f64({3}, {1, 1e39, 2});
   const Owned reference = f32({3}, {1, kInf, 2});
-  EXPECT_TRUE(compare(f32({3}, {1, kInf, 2}), reference, truth, Policy::verified()).passed);
-  const Outcome o = compare(f32({3}, {1, 3.4e38, 2}), reference, truth, Policy::verified());
+  EXPECT_TRUE(judged(f32({3}, {1, kInf, 2}), reference, truth, Policy::verified()).passed);
+  const Outcome o = judged(f32({3}, {1, 3.4e38, 2}), reference, truth, Policy::verified());
   EXPECT_FALSE(o.passed);
   EXPECT_TRUE(contains(o.reason, "1e+39 (infinite in float32)")) << o.reason;
 }
@@ -239,7 +264,7 @@ TEST(Scaled, TruthIsCastToTheOutputDtype) {
 TEST(Scaled, HugeValuesDoNotOverflowTheNorms) {
   std::vector<double> t = randn(1000, 5, 1e200), c = t;
   c[0] *= 1 + 1e-6;
-  const Outcome o = compare(f64({1000}, c), f64({1000}, t), f64({1000}, t), Policy::verified());
+  const Outcome o = judged(f64({1000}, c), f64({1000}, t), f64({1000}, t), Policy::verified());
   EXPECT_TRUE(o.passed) << o.reason;
   EXPECT_TRUE(std::isfinite(o.candidate.normwise_rel));
   EXPECT_GT(o.candidate.normwise_rel, 0);
@@ -254,47 +279,47 @@ TEST(Scaled, WithoutAFloat64RunTheFloorsApply) {
   const auto t = randn(1000, 6);
   const Owned reference = f32({1000}, t);
   const Outcome o =
-      compare(f32({1000}, noisy(t, 5e-4, 7)), reference, reference, Policy::verified());
+      judged(f32({1000}, noisy(t, 5e-4, 7)), reference, reference, Policy::verified());
   EXPECT_TRUE(o.passed) << o.reason;
   EXPECT_EQ(o.norm_budget, 1e-3);
   EXPECT_EQ(o.elem_budget, 1e-2);
   const Outcome bad =
-      compare(f32({1000}, noisy(t, 3e-3, 7)), reference, reference, Policy::verified());
+      judged(f32({1000}, noisy(t, 3e-3, 7)), reference, reference, Policy::verified());
   EXPECT_FALSE(bad.passed);
 }
 
 TEST(Scaled, ScalarOutputIsNamed) {
-  const Outcome o = compare(f32({}, {2}), f32({}, {1}), f64({}, {1}), Policy::verified());
+  const Outcome o = judged(f32({}, {2}), f32({}, {1}), f64({}, {1}), Policy::verified());
   EXPECT_FALSE(o.passed);
   EXPECT_TRUE(contains(o.reason, "normwise")) << o.reason;
   Policy elementwise_only = Policy::verified();
   elementwise_only.norm_floor = 10;
-  const Outcome e = compare(f32({}, {2}), f32({}, {1}), f64({}, {1}), elementwise_only);
+  const Outcome e = judged(f32({}, {2}), f32({}, {1}), f64({}, {1}), elementwise_only);
   EXPECT_TRUE(contains(e.reason, "the scalar output is 2 where the float64 truth is 1"))
       << e.reason;
 }
 
 TEST(Contract, ShapeMismatchFails) {
   const std::vector<double> v(32, 1.0);
-  const Outcome o = compare(f32({4, 8}, v), f32({8, 4}, v), f64({8, 4}, v), Policy::verified());
+  const Outcome o = judged(f32({4, 8}, v), f32({8, 4}, v), f64({8, 4}, v), Policy::verified());
   EXPECT_FALSE(o.passed);
   EXPECT_EQ(o.reason, "shape [4, 8] differs from the reference's [8, 4]");
 }
 
 TEST(Contract, DtypeMismatchFails) {
-  const Outcome o = compare(Owned::of(DType::F16, {2}, {0x3C00, 0x3C00}), f32({2}, {1, 1}),
-                            f64({2}, {1, 1}), Policy::verified());
+  const Outcome o = judged(Owned::of(DType::F16, {2}, {0x3C00, 0x3C00}), f32({2}, {1, 1}),
+                           f64({2}, {1, 1}), Policy::verified());
   EXPECT_FALSE(o.passed);
   EXPECT_EQ(o.reason, "dtype float16 differs from the reference's float32");
   // Even under allclose, where torch would broadcast and upcast.
   EXPECT_FALSE(
-      compare(f64({2}, {1, 1}), f32({2}, {1, 1}), f64({2}, {1, 1}), Policy::allclose(1e-3, 1e-3))
+      judged(f64({2}, {1, 1}), f32({2}, {1, 1}), f64({2}, {1, 1}), Policy::allclose(1e-3, 1e-3))
           .passed);
 }
 
 TEST(Contract, TruthOfAnotherShapeIsAHarnessBug) {
   const std::vector<double> v(4, 1.0);
-  EXPECT_THROW(compare(f32({4}, v), f32({4}, v), f64({2, 2}, v), Policy::verified()),
+  EXPECT_THROW(judged(f32({4}, v), f32({4}, v), f64({2, 2}, v), Policy::verified()),
                std::invalid_argument);
 }
 
@@ -302,8 +327,8 @@ TEST(AllClose, FollowsTorchAllclose) {
   const Owned reference = f32({3}, {1, -2, 0});
   const Policy standard = Policy::allclose(1e-4, 1e-4);
   EXPECT_TRUE(
-      compare(f32({3}, {1 + 1.9e-4, -2 - 2.9e-4, 0.9e-4}), reference, reference, standard).passed);
-  const Outcome o = compare(f32({3}, {1, -2, 1.2e-4}), reference, reference, standard);
+      judged(f32({3}, {1 + 1.9e-4, -2 - 2.9e-4, 0.9e-4}), reference, reference, standard).passed);
+  const Outcome o = judged(f32({3}, {1, -2, 1.2e-4}), reference, reference, standard);
   EXPECT_FALSE(o.passed);
   EXPECT_EQ(o.candidate.elements_over, 1);
   EXPECT_TRUE(contains(o.reason, "element [2] is 0.00012 where the reference is 0")) << o.reason;
@@ -313,12 +338,12 @@ TEST(AllClose, FollowsTorchAllclose) {
 TEST(AllClose, AnyNaNFailsAndInfinitiesMustMatch) {
   const Policy p = Policy::allclose(1e-3, 1e-3);
   const Owned with_nan = f32({2}, {1, kNaN});
-  const Outcome o = compare(with_nan, with_nan, with_nan, p);
+  const Outcome o = judged(with_nan, with_nan, with_nan, p);
   EXPECT_FALSE(o.passed);
   EXPECT_TRUE(contains(o.reason, "allclose fails on any NaN")) << o.reason;
   const Owned with_inf = f32({2}, {1, -kInf});
-  EXPECT_TRUE(compare(with_inf, with_inf, with_inf, p).passed);
-  EXPECT_FALSE(compare(f32({2}, {1, kInf}), with_inf, with_inf, p).passed);
+  EXPECT_TRUE(judged(with_inf, with_inf, with_inf, p).passed);
+  EXPECT_FALSE(judged(f32({2}, {1, kInf}), with_inf, with_inf, p).passed);
 }
 
 TEST(AllClose, FixedTolerancesFailAnExactCandidateAgainstTf32) {
@@ -327,15 +352,15 @@ TEST(AllClose, FixedTolerancesFailAnExactCandidateAgainstTf32) {
   const auto t = randn(10000, 8);
   const Owned truth = f64({10000}, t), tf32 = f32({10000}, noisy(t, 3e-4, 9));
   const Owned exact = f32({10000}, t);
-  EXPECT_FALSE(compare(exact, tf32, truth, Policy::allclose(1e-4, 1e-4)).passed);
-  EXPECT_TRUE(compare(exact, tf32, truth, Policy::verified()).passed);
+  EXPECT_FALSE(judged(exact, tf32, truth, Policy::allclose(1e-4, 1e-4)).passed);
+  EXPECT_TRUE(judged(exact, tf32, truth, Policy::verified()).passed);
 }
 
 TEST(Integer, MustMatchExactly) {
   const Owned truth = Owned::of(DType::I64, {2, 3}, {0, 1, 2, 3, 4, 5});
-  EXPECT_TRUE(compare(truth, truth, truth, Policy::verified()).passed);
+  EXPECT_TRUE(judged(truth, truth, truth, Policy::verified()).passed);
   const Outcome o =
-      compare(Owned::of(DType::I64, {2, 3}, {0, 1, 2, 3, 9, 5}), truth, truth, Policy::verified());
+      judged(Owned::of(DType::I64, {2, 3}, {0, 1, 2, 3, 9, 5}), truth, truth, Policy::verified());
   EXPECT_FALSE(o.passed);
   EXPECT_TRUE(contains(o.reason, "element [1, 1] is 9 where the reference is 4")) << o.reason;
   EXPECT_TRUE(contains(o.reason, "int64 output must match exactly")) << o.reason;
@@ -345,13 +370,13 @@ TEST(Integer, TiesResolvedDifferentlyInFloat64AreAllowed) {
   // argmax over rows with ties: the float64 run picks index 1 where the reference picked 0, twice.
   const Owned truth = Owned::of(DType::I64, {6}, {1, 1, 2, 0, 3, 1});
   const Owned reference = Owned::of(DType::I64, {6}, {0, 0, 2, 0, 3, 1});
-  const Outcome same_as_reference = compare(reference, reference, truth, Policy::verified());
+  const Outcome same_as_reference = judged(reference, reference, truth, Policy::verified());
   EXPECT_TRUE(same_as_reference.passed) << same_as_reference.reason;
   EXPECT_TRUE(contains(same_as_reference.reason, "ties")) << same_as_reference.reason;
   EXPECT_EQ(same_as_reference.baseline->elements_over, 2);
 
   const Outcome three_off =
-      compare(Owned::of(DType::I64, {6}, {0, 0, 2, 0, 3, 0}), reference, truth, Policy::verified());
+      judged(Owned::of(DType::I64, {6}, {0, 0, 2, 0, 3, 0}), reference, truth, Policy::verified());
   EXPECT_FALSE(three_off.passed);
   EXPECT_TRUE(contains(three_off.reason, "3 of 6 elements differ, more than the 2"))
       << three_off.reason;
@@ -359,9 +384,9 @@ TEST(Integer, TiesResolvedDifferentlyInFloat64AreAllowed) {
 
 TEST(Integer, BoolOutputs) {
   const Owned truth = Owned::of(DType::Bool, {4}, {1, 0, 1, 1});
-  EXPECT_TRUE(compare(truth, truth, truth, Policy::verified()).passed);
+  EXPECT_TRUE(judged(truth, truth, truth, Policy::verified()).passed);
   EXPECT_FALSE(
-      compare(Owned::of(DType::Bool, {4}, {1, 1, 1, 1}), truth, truth, Policy::verified()).passed);
+      judged(Owned::of(DType::Bool, {4}, {1, 1, 1, 1}), truth, truth, Policy::verified()).passed);
 }
 
 }  // namespace
