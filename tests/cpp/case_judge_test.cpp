@@ -1,5 +1,6 @@
 // One case judged: the structure of the forward's answer, then every output against the golden
-// outputs; and the run directory's tamper listing. The honest answer passes and raises nothing.
+// outputs in two steps (the pass planned here, measured where the tensors are, decided here);
+// and the run directory's tamper listing. The honest answer passes and raises nothing.
 #include "judge/case_judge.hpp"
 
 #include <gtest/gtest.h>
@@ -8,7 +9,9 @@
 #include <fstream>
 #include <map>
 
+#include "check/measure.hpp"
 #include "judge/run_dir_listing.hpp"
+#include "tensor/view.hpp"
 
 namespace kbv::judge {
 namespace {
@@ -32,15 +35,13 @@ TEST(CaseStructure, AnHonestAnswerIsFine) {
   EXPECT_TRUE(out.flags().empty());
 }
 
-TEST(CaseStructure, MutationAliasingAndSubclassesAreRejects) {
+TEST(CaseStructure, AliasingAndSubclassesAreRejects) {
   Findings out;
   json run = honest_run();
-  run["inputs_mutated"] = {0};
   run["outputs_aliasing_inputs"] = {0};
   run["outputs"][0]["plain"] = false;
   run["outputs"][0]["type"] = "LazyTensor";
   EXPECT_FALSE(judge_structure(case_spec(), run, out).has_value());
-  EXPECT_TRUE(out.has("inputs_mutated"));
   EXPECT_TRUE(out.has("output_aliases_input"));
   EXPECT_TRUE(out.has("output_not_plain_tensor"));
   // A reference that itself returns an input (a view) makes aliasing honest.
@@ -66,58 +67,118 @@ TEST(CaseStructure, WrongCountOrTypeIsAReason) {
   EXPECT_EQ(*judge_structure(case_spec(), not_tensor, out), "output 0 is a int, not a tensor");
 }
 
-// Named F64 tensors backed by vectors.
-struct Tensors {
-  std::map<std::string, std::vector<double>> values;
-  std::map<std::string, tensor::TensorView> views;
-  void put(const std::string& name, std::vector<double> v) {
-    values[name] = std::move(v);
-    auto& data = values[name];
-    views[name] = {name,
-                   tensor::DType::F64,
-                   {static_cast<int64_t>(data.size())},
-                   reinterpret_cast<const std::byte*>(data.data()),
-                   data.size() * sizeof(double)};
+// What the reference's worker does for a case, on the host: each output's baseline (the TF32
+// reference against the truth) when the case is drawn, then the planned pass over the slot.
+struct ReferenceSide {
+  std::vector<std::vector<double>> truth;
+  json baselines() const {
+    json out = json::array();
+    for (const auto& t : truth) {
+      auto view = tensor::flat_view(t.data(), tensor::DType::F64, static_cast<int64_t>(t.size()));
+      out.push_back(check::describe_baseline(view, view).to_json());
+    }
+    return json{{"tf32", out}, {"fp32", out}};
   }
-  TensorLookup lookup() const {
-    return [this](std::string_view name) -> const tensor::TensorView* {
-      auto it = views.find(std::string(name));
-      return it == views.end() ? nullptr : &it->second;
-    };
+  // The judge answer for the slot's values.
+  json measure(const json& passes, const std::vector<std::vector<double>>& slot) const {
+    json outputs = json::array();
+    for (const auto& p : passes) {
+      const int i = p["index"];
+      auto x = tensor::flat_view(slot[i].data(), tensor::DType::F64,
+                                 static_cast<int64_t>(slot[i].size()));
+      auto y = tensor::flat_view(truth[i].data(), tensor::DType::F64,
+                                 static_cast<int64_t>(truth[i].size()));
+      outputs.push_back(
+          {{"index", i},
+           {"measurement", check::measure(x, y, check::pass_spec_from_json(p["spec"])).to_json()}});
+    }
+    return outputs;
   }
 };
 
+json answer_for(const std::vector<std::vector<double>>& outputs, bool copied = true) {
+  json run = honest_run();
+  run["structure"] = outputs.size() == 1 ? "tensor" : "sequence";
+  run["outputs"] = json::array();
+  run["copied"] = json::array();
+  for (const auto& o : outputs) {
+    run["outputs"].push_back({{"dtype", "float64"},
+                              {"shape", {o.size()}},
+                              {"plain", true},
+                              {"type", "torch.Tensor"},
+                              {"device", "cpu"}});
+    run["copied"].push_back(copied);
+  }
+  return run;
+}
+
+OutputsJudgement judged(const ReferenceSide& reference, const std::vector<std::vector<double>>& slot,
+                        const json& run) {
+  json c = {{"id", "h1_native-0"}, {"baselines", reference.baselines()}};
+  auto plans = plan_outputs(c, run, "tf32", check::Policy::verified());
+  return judge_outputs(plans, reference.measure(passes_of(plans), slot), check::Policy::verified());
+}
+
 TEST(CaseOutputs, ExactOutputPassesAndAWrongOneFailsWithItsIndex) {
-  Tensors golden;
-  golden.put("tf32.out0", {1.0, 2.0, 3.0, 4.0});
-  golden.put("truth.out0", {1.0, 2.0, 3.0, 4.0});
-  golden.put("tf32.out1", {1.0, 1.0, 1.0, 1.0});
-  golden.put("truth.out1", {1.0, 1.0, 1.0, 1.0});
-  Tensors cand;
-  cand.put("candidate.out0", {1.0, 2.0, 3.0, 4.0});
-  cand.put("candidate.out1", {1.0, 1.0, 1.0, 1.0});
-  auto ok = judge_outputs(cand.lookup(), golden.lookup(), 2, "tf32", check::Policy::verified());
+  ReferenceSide reference{{{1.0, 2.0, 3.0, 4.0}, {1.0, 1.0, 1.0, 1.0}}};
+  std::vector<std::vector<double>> slot = reference.truth;
+  auto ok = judged(reference, slot, answer_for(slot));
   EXPECT_TRUE(ok.passed) << ok.reason;
   EXPECT_EQ(ok.outputs.size(), 2u);
 
-  cand.put("candidate.out1", {1.0, 1.0, 5.0, 1.0});
-  auto wrong = judge_outputs(cand.lookup(), golden.lookup(), 2, "tf32", check::Policy::verified());
+  slot[1] = {1.0, 1.0, 5.0, 1.0};
+  auto wrong = judged(reference, slot, answer_for(slot));
   EXPECT_FALSE(wrong.passed);
   EXPECT_TRUE(wrong.reason.starts_with("output 1: ")) << wrong.reason;
+  EXPECT_NE(wrong.reason.find("element [2] is 5"), std::string::npos) << wrong.reason;
 }
 
-TEST(CaseOutputs, AMissingCandidateOutputFailsAMissingGoldenIsKbvsFault) {
-  Tensors golden;
-  golden.put("tf32.out0", {1.0});
-  golden.put("truth.out0", {1.0});
-  Tensors none;
-  auto missing =
-      judge_outputs(none.lookup(), golden.lookup(), 1, "tf32", check::Policy::verified());
-  EXPECT_FALSE(missing.passed);
-  EXPECT_EQ(missing.reason, "output 0 is missing");
-  EXPECT_THROW(
-      judge_outputs(none.lookup(), Tensors{}.lookup(), 1, "tf32", check::Policy::verified()),
-      std::runtime_error);
+TEST(CaseOutputs, MissingMismatchedOrUncopiedOutputsFailWithoutAMeasurement) {
+  ReferenceSide reference{{{1.0, 2.0}}};
+  json c = {{"id", "h1_native-0"}, {"baselines", reference.baselines()}};
+  json none = answer_for({});
+  auto missing = plan_outputs(c, none, "tf32", check::Policy::verified());
+  ASSERT_EQ(missing.size(), 1u);
+  EXPECT_FALSE(missing[0].pass.has_value());
+  EXPECT_EQ(missing[0].why_not, "output 0 is missing");
+  EXPECT_TRUE(passes_of(missing).empty());
+  auto outcome = judge_outputs(missing, json::array(), check::Policy::verified());
+  EXPECT_FALSE(outcome.passed);
+  EXPECT_EQ(outcome.reason, "output 0 is missing");
+
+  json other_shape = answer_for({{1.0, 2.0, 3.0}});
+  auto shape = plan_outputs(c, other_shape, "tf32", check::Policy::verified());
+  EXPECT_NE(shape[0].why_not.find("shape [3] differs from the reference's [2]"),
+            std::string::npos)
+      << shape[0].why_not;
+
+  json other_dtype = answer_for({{1.0, 2.0}});
+  other_dtype["outputs"][0]["dtype"] = "float16";
+  auto dtype = plan_outputs(c, other_dtype, "tf32", check::Policy::verified());
+  EXPECT_NE(dtype[0].why_not.find("dtype float16 differs"), std::string::npos) << dtype[0].why_not;
+
+  json not_copied = answer_for({{1.0, 2.0}}, /*copied=*/false);
+  auto uncopied = plan_outputs(c, not_copied, "tf32", check::Policy::verified());
+  EXPECT_NE(uncopied[0].why_not.find("could not be taken for judging"), std::string::npos);
+}
+
+TEST(CaseOutputs, AMissingBaselineOrMeasurementIsKbvsFault) {
+  json c = {{"id", "h1_native-0"}, {"baselines", {{"fp32", json::array()}}}};
+  EXPECT_THROW(plan_outputs(c, answer_for({{1.0}}), "tf32", check::Policy::verified()),
+               std::exception);
+  ReferenceSide reference{{{1.0, 2.0}}};
+  json ok = {{"id", "x"}, {"baselines", reference.baselines()}};
+  auto plans = plan_outputs(ok, answer_for({{1.0, 2.0}}), "tf32", check::Policy::verified());
+  EXPECT_THROW(judge_outputs(plans, json::array(), check::Policy::verified()), std::runtime_error);
+}
+
+TEST(CaseOutputs, InputsChangedInPlaceAreRejectsNamedByPosition) {
+  Findings out;
+  flag_mutated_inputs("h2_mixed_sign-1", json::array({0, 2}), out);
+  ASSERT_TRUE(out.has("inputs_mutated"));
+  Findings none;
+  flag_mutated_inputs("h2_mixed_sign-1", json::array(), none);
+  EXPECT_TRUE(none.flags().empty());
 }
 
 TEST(CaseOutputs, FamilyKeepsTheWorstFigures) {
