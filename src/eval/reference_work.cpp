@@ -148,6 +148,8 @@ void draw_session_cases(ReferenceSession& session, const Protocol& protocol, con
   }
 }
 
+namespace {
+
 // A new session: its own run directory and secret seed; no worker yet.
 std::unique_ptr<ReferenceSession> new_reference_session(const EvalRequest& request,
                                                         const ReferenceKey& key) {
