@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import os
 import time
 from typing import Any
@@ -329,6 +330,13 @@ def _build_cache_lock():
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, ".kbv-build.lock"), "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
+        # torch's own build lock is a file (FileBaton): a build killed half-way (a timeout, a
+        # killed run) leaves it behind, and every later import of the same candidate would then
+        # wait for it until the compile timeout. Under this flock no other import of this
+        # folder runs, so any such file is stale.
+        for stale in glob.glob(os.path.join(folder, "*", "lock")):
+            with contextlib.suppress(OSError):
+                os.remove(stale)
         try:
             yield
         finally:

@@ -74,6 +74,9 @@ CorrectnessRecord check_correctness(CandidateSide& side, json& cases) {
       outcome["outputs"] = judged.outputs.outputs;
       outcome["passed"] = judged.outputs.passed;
       outcome["truth"] = c["truth"];
+      if (c.contains("truth_note") && !c["truth_note"].is_null()) {
+        outcome["truth_note"] = c["truth_note"];
+      }
       if (!judged.outputs.passed) outcome["reason"] = judged.outputs.reason;
       side.cases.remember(id, judged.slot_checksums);
     }
