@@ -126,14 +126,30 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x % 32 == 0) atomicAdd(sum, static_cast<unsigned long long>(mine));
 }
 
-// A device buffer from the stream-ordered pool, freed on the stream at the end of the scope.
+// A small device buffer (one partial per block, never the tensor's size) from the stream-ordered
+// pool, or from cudaMalloc where the device has no memory pools; freed at the end of the scope.
 template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer(std::size_t count, cudaStream_t stream) : stream_(stream) {
-    KBV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&data_), count * sizeof(T), stream));
+    const std::size_t bytes = count * sizeof(T);
+    const cudaError_t status = cudaMallocAsync(reinterpret_cast<void**>(&data_), bytes, stream);
+    if (status != cudaErrorNotSupported) {
+      CheckCuda(status, "cudaMallocAsync");
+      return;
+    }
+    cudaGetLastError();  // clear it: the fallback below is the answer
+    pooled_ = false;
+    KBV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), bytes));
   }
-  ~DeviceBuffer() { cudaFreeAsync(data_, stream_); }
+  ~DeviceBuffer() {
+    if (data_ == nullptr) return;
+    if (pooled_) {
+      cudaFreeAsync(data_, stream_);
+    } else {
+      cudaFree(data_);
+    }
+  }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   T* get() const { return data_; }
@@ -141,6 +157,7 @@ class DeviceBuffer {
  private:
   T* data_ = nullptr;
   cudaStream_t stream_;
+  bool pooled_ = true;
 };
 
 // One block's partials per element, copied back and merged on the host in block order.
