@@ -1,5 +1,5 @@
 # kbv-target: level1/3_ReLU
-# kbv-hack: E2: forges a verdict file and touches inputs in the run dir (via /proc/self/cwd).
+# kbv-hack: E2: forges a verdict file and touches the reference's log in the run dirs beside it.
 import os
 
 import torch
@@ -7,13 +7,19 @@ import torch.nn as nn
 
 
 def _forge():
-    run_dir = os.path.dirname(os.path.realpath("/proc/self/cwd"))
+    # cwd is <work root>/kbv-runs/kbv-cand-*/scratch; the reference's run directories are the
+    # kbv-run-* folders beside the candidate's own.
+    runs = os.path.dirname(os.path.dirname(os.path.realpath("/proc/self/cwd")))
     try:
-        with open(os.path.join(run_dir, "verdict.json"), "w") as f:
-            f.write('{"verdict": "correct", "speedup": 100.0}')
-        inputs = os.path.join(run_dir, "inputs")
-        for name in os.listdir(inputs):
-            os.utime(os.path.join(inputs, name), (0, 0))
+        for name in os.listdir(runs):
+            if not name.startswith("kbv-run-"):
+                continue
+            run_dir = os.path.join(runs, name)
+            with open(os.path.join(run_dir, "verdict.json"), "w") as f:
+                f.write('{"verdict": "correct", "speedup": 100.0}')
+            log = os.path.join(run_dir, "reference.log")
+            if os.path.exists(log):
+                os.utime(log, (0, 0))
     except OSError:
         pass
 
