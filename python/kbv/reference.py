@@ -620,8 +620,10 @@ class ReferenceRole:
 
     def _evict(self, incoming: int, everything: bool = False) -> None:
         """Lets go of the least recently used cases not in use until the rest fits the budget
-        (`everything`: all of them)."""
-        for case_id in list(self.cases):
+        (`everything`: all of them). The most recently prepared case always stays: it is the
+        one about to be shared (a budget of 0 streams one case at a time)."""
+        ids = list(self.cases)
+        for case_id in ids[:-1] if ids and not everything else ids:
             if not everything and self._resident_bytes() + incoming <= self.cache_bytes:
                 break
             if self.cases[case_id].pins == 0:

@@ -73,16 +73,25 @@ class Block:
 
     def revoke(self) -> None:
         """Unmaps the block in this process but keeps its addresses reserved: no later block
-        gets them, and a thread left running that touches them faults."""
+        gets them, and a thread left running that touches them faults. Work queued on the
+        device that reads the block ends first: unmapping under a running kernel is an illegal
+        address in this process's context, which would end it."""
         self.values = [None if _is_tensor(v) else v for v in self.values]
         if self.arena is not None:
+            _drain(self.arena)
             self.arena.revoke()
 
     def close(self) -> None:
         self.values = [None if _is_tensor(v) else v for v in self.values]
         if self.arena is not None:
+            _drain(self.arena)
             self.arena.close()
             self.arena = None
+
+
+def _drain(arena) -> None:
+    if arena.device >= 0:
+        torch.cuda.synchronize(arena.device)
 
 
 def _is_tensor(value: Any) -> bool:

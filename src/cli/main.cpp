@@ -158,9 +158,18 @@ int run_eval(EvalOptions& options, const std::string& json_path) {
   return 0;
 }
 
-int run_suite(kbv::schedule::SuiteRequest& suite, bool audit = false) {
+void print_summary(const kbv::schedule::SuiteSummary& summary,
+                   const kbv::schedule::SuiteRequest& suite);
+
+int run_suite(kbv::schedule::SuiteRequest& suite) {
   reclaim_leftovers(suite.settings);
-  auto summary = audit ? kbv::schedule::run_audit(suite) : kbv::schedule::run_suite(suite);
+  auto summary = kbv::schedule::run_suite(suite);
+  print_summary(summary, suite);
+  return 0;
+}
+
+void print_summary(const kbv::schedule::SuiteSummary& summary,
+                   const kbv::schedule::SuiteRequest& suite) {
   fmt::print("{} tasks: {} evaluated now, {} already stored, {} files skipped\n", summary.tasks,
              summary.evaluated, summary.already_done, summary.unmatched.size());
   if (summary.evaluated_again > 0) {
@@ -186,7 +195,6 @@ int run_suite(kbv::schedule::SuiteRequest& suite, bool audit = false) {
         part("compile"), part("reference"), part("candidate"), part("idle"),
         summary.reference_sessions, summary.reference_sessions == 1 ? "" : "s", summary.evaluated);
   }
-  return 0;
 }
 
 }  // namespace
@@ -346,15 +354,26 @@ int main(int argc, char** argv) {
       }
       audit_suite.settings = audit_options.request;
       if (!audit_devices.empty()) audit_suite.devices = kbv::schedule::parse_devices(audit_devices);
-      int code = run_suite(audit_suite, /*audit=*/true);
+      reclaim_leftovers(audit_suite.settings);
+      auto summary = kbv::schedule::run_audit(audit_suite);
+      print_summary(summary, audit_suite);
       auto rows = kbv::report::audit_rows(kbv::store::Store(audit_suite.database).results());
+      // A problem whose reference cannot be loaded or drawn is a finding of the audit too.
+      for (const auto& broken : summary.broken_problems) {
+        kbv::report::AuditRow row;
+        row.problem = broken.path.parent_path().filename().string() + "/" +
+                      broken.path.stem().string();
+        row.verdict = "broken";
+        row.reason = broken.reason;
+        rows.push_back(row);
+      }
       auto text = kbv::report::render_audit(rows, *kbv::report::parse_format(audit_format));
       if (audit_out.empty()) {
         fmt::print("{}", text);
       } else {
         write_atomically(audit_out, text);
       }
-      return code;
+      return 0;
     }
     if (reporter->parsed() || comparer->parsed()) {
       auto format = kbv::report::parse_format(report_format);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "core/clock.hpp"
 #include "core/hash.hpp"
 #include "eval/device_gate.hpp"
@@ -138,6 +140,17 @@ void draw_session_cases(ReferenceSession& session, const Protocol& protocol, con
   ensure_case(session, cases[0], problem, call, /*pin=*/false);
   if (!session.plan) {
     session.plan = plan_memory(facts_of(session, cases[0], protocol, evaluations_per_device));
+    // An operator's (and the tests') override of the case budget: 0 streams one case at a time
+    // on any machine, the path KernelBench's largest problems take on the GPU.
+    if (const char* env = std::getenv("KBV_CASE_CACHE_BYTES"); env && *env) {
+      const double bytes = std::strtod(env, nullptr);
+      const double per_case = std::max(1.0, facts_of(session, cases[0], protocol, 1).case_bytes);
+      session.plan->cache_bytes = bytes;
+      session.plan->cached_cases =
+          std::min(static_cast<int>(cases.size()), static_cast<int>(bytes / per_case));
+      session.plan->fits = fmt::format("{} of {} cases resident (KBV_CASE_CACHE_BYTES={})",
+                                        session.plan->cached_cases, cases.size(), env);
+    }
     auto set = call(worker_request(cmd::kSetPlan, {{"cache_bytes", session.plan->cache_bytes}}));
     require_reference_answer(set, problem, "setting the memory plan");
   }

@@ -83,13 +83,19 @@ AuditRow audit_row(const json& result) {
   r.degenerate_why = audit.value("degenerate_why", "");
   r.reference_fails_float64 =
       static_cast<int>(audit.value("reference_fails_float64", json::array()).size());
-  for (const auto& [id, value] :
-       audit.value("figures", json::object()).value("reference_vs_truth_normwise", json::object()).items()) {
+  // Named locals: items() of a temporary would outlive it.
+  const json figures = audit.value("figures", json::object());
+  const json normwise = figures.value("reference_vs_truth_normwise", json::object());
+  for (const auto& [id, value] : normwise.items()) {
     if (value.is_number()) {
-      r.worst_reference_normwise = std::max(r.worst_reference_normwise.value_or(0.0), value.get<double>());
+      r.worst_reference_normwise =
+          std::max(r.worst_reference_normwise.value_or(0.0), value.get<double>());
     }
   }
-  for (const auto& family : result.value("correctness", json::array())) {
+  // `correctness` is an object by family (an array in the C++ record before serialisation).
+  const json correctness = result.value("correctness", json::object());
+  for (const auto& family : correctness) {
+    if (!family.is_object()) continue;
     for (const auto& c : family.value("cases", json::array())) {
       if (c.value("truth", "float64") == "float32") ++r.truth_float32;
     }
