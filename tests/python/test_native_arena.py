@@ -627,12 +627,16 @@ def test_gpu_measure_equals_host_measure(name):
         s = spec(threshold=threshold, scale=10.0, tol_abs=0.1, tol_rel=0.01, nan_equal=nan_equal)
         for y in (truth, truth.to(dtype)):
             host = kn.measure(operand(x), operand(y), s)
-            device = kn.measure(operand(x.cuda()), operand(y.cuda()), s)
+            # Held by names: a temporary's memory goes back to torch's cache as soon as its
+            # pointer is taken, and the next .cuda() may get the same block.
+            x_gpu, y_gpu = x.cuda(), y.cuda()
+            device = kn.measure(operand(x_gpu), operand(y_gpu), s)
             host_and_device_agree(host, device)
     rms_host = kn.finite_rms(operand(truth), threshold)
-    assert kn.finite_rms(operand(truth.cuda()), threshold) == pytest.approx(rms_host, rel=1e-12)
+    truth_gpu, x_gpu = truth.cuda(), x.cuda()
+    assert kn.finite_rms(operand(truth_gpu), threshold) == pytest.approx(rms_host, rel=1e-12)
     b_host = kn.describe_output(shaped(x), shaped(truth))
-    b_device = kn.describe_output(shaped(x.cuda()), shaped(truth.cuda()))
+    b_device = kn.describe_output(shaped(x_gpu), shaped(truth_gpu))
     assert b_device["truth_scale"] == pytest.approx(b_host["truth_scale"], rel=1e-12)
     host_and_device_agree(b_host["vs_truth"], b_device["vs_truth"])
 
