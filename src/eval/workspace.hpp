@@ -60,7 +60,8 @@ struct Reclaimed {
 Reclaimed reclaim_abandoned_folders(const std::filesystem::path& root);
 
 // Makes `to` hold the regular files of `from` (hard links, copies where a link fails), and
-// nothing else. Throws UsageError when neither works (the machine's fault, not the candidate's).
+// nothing else. Throws std::filesystem::filesystem_error when neither works (the machine's fault,
+// not the candidate's: a harness fault, disk_full when the copy's errno says so).
 void mirror_files(const std::filesystem::path& from, const std::filesystem::path& to);
 
 // `value` with every string under `from` rewritten to the same path under `to`.

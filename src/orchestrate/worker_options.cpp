@@ -53,6 +53,7 @@ WorkerOptions worker_options(const WorkerSpec& spec) {
       // The problem is user code too, but trusted to write its run's golden outputs: no
       // network, no read-only file system.
       options.sandbox.read_only_root = false;
+      options.address_space_bytes = spec.address_space_bytes;
       break;
     case WorkerKind::Candidate: {
       options.role = WorkerRole::Candidate;

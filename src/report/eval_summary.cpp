@@ -30,6 +30,10 @@ std::string mib(const json& bytes) {
 
 std::string summary(const Result& r) {
   std::string out = fmt::format("{}: {}\n", to_string(r.verdict), r.reason);
+  if (r.harness_fault) {
+    out += fmt::format("  harness fault  {} while {}\n", to_string(r.harness_fault->kind),
+                       r.harness_fault->stage);
+  }
   out += fmt::format("  problem        {}{}\n", r.problem.value("name", std::string("?")),
                      r.problem.value("degenerate", false) ? "  (DEGENERATE: see flags)" : "");
   out += fmt::format(
