@@ -34,8 +34,11 @@ std::string summary(const Result& r) {
     out += fmt::format("  harness fault  {} while {}\n", to_string(r.harness_fault->kind),
                        r.harness_fault->stage);
   }
-  out += fmt::format("  problem        {}{}\n", r.problem.value("name", std::string("?")),
-                     r.problem.value("degenerate", false) ? "  (DEGENERATE: see flags)" : "");
+  // A harness fault may come before the problem was loaded: no name to show then.
+  if (!r.harness_fault || r.problem.contains("name")) {
+    out += fmt::format("  problem        {}{}\n", r.problem.value("name", std::string("?")),
+                       r.problem.value("degenerate", false) ? "  (DEGENERATE: see flags)" : "");
+  }
   out += fmt::format(
       "  protocol       {} v{}  on {}\n", r.protocol.value("name", std::string("?")),
       r.protocol.value("version", 0),
