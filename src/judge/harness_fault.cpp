@@ -80,7 +80,11 @@ HarnessFault classify_exception(const std::exception& error, const std::string& 
 }
 
 bool is_malformed_answer(const std::exception& error) {
-  return dynamic_cast<const nlohmann::json::exception*>(&error) != nullptr;
+  // The errors of reading data: json's, and the standard ones of numbers and indices in it.
+  return dynamic_cast<const nlohmann::json::exception*>(&error) != nullptr ||
+         dynamic_cast<const std::out_of_range*>(&error) != nullptr ||
+         dynamic_cast<const std::invalid_argument*>(&error) != nullptr ||
+         dynamic_cast<const std::length_error*>(&error) != nullptr;
 }
 
 std::string malformed_answer_reason(const std::exception& error) {

@@ -55,7 +55,8 @@ std::optional<FaultKind> fault_of_errno(int code);
 HarnessFault classify_exception(const std::exception& error, const std::string& stage);
 
 // The exception came from reading a worker's answer that lacks what kbv expects (a
-// nlohmann::json error: a missing field, a wrong type). Once the candidate's worker has answered,
+// nlohmann::json error: a missing field, a wrong type; or std::out_of_range, invalid_argument,
+// length_error of the numbers and indices in it). Once the candidate's worker has answered,
 // such an answer may be the candidate's (its process writes its own channel), so the evaluation
 // calls it the candidate's runtime_error rather than kbv's bug: in doubt, the candidate's.
 bool is_malformed_answer(const std::exception& error);

@@ -98,7 +98,9 @@ TEST(HarnessFault, MalformedAnswersAreJsonErrors) {
   } catch (const std::exception& error) {
     EXPECT_TRUE(is_malformed_answer(error));
   }
+  EXPECT_TRUE(is_malformed_answer(std::out_of_range("map::at")));
   EXPECT_FALSE(is_malformed_answer(std::runtime_error("x")));
+  EXPECT_FALSE(is_malformed_answer(std::logic_error("unknown flag id")));
 }
 
 DiskFacts disk(unsigned long long free, unsigned long long candidate = 0,

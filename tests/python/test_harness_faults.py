@@ -264,6 +264,57 @@ def test_the_candidates_own_words_of_a_full_disk_stay_its_verdict(tmp_path, cach
     assert "No space left on device" in result["reason"]
 
 
+FORGED_ANSWER = """
+import json
+import os
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        # An answer of its own on its worker's channel (fd 4), before the worker's.
+        os.write(4, (json.dumps(ANSWER) + "\\n").encode())
+        return torch.relu(x)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (
+            {
+                "ok": False,
+                "error": {
+                    "kind": "internal_error",
+                    "message": "SafetensorError: No space left on device (os error 28)",
+                    "resource": "disk_full",
+                },
+            },
+            "No space left on device",
+        ),
+        ({"ok": True, "result": 5}, "lacks what kbv reads from it"),
+    ],
+    ids=["forged_internal_disk_full", "forged_ill_shaped_result"],
+)
+def test_answers_the_candidate_forges_on_its_channel_stay_its_verdict(
+    tmp_path, cache_dir, answer, says
+):
+    """The candidate's process can write anything on its own channel: a forged internal_error
+    naming a full disk (on a disk with room), or a result kbv cannot read, never make a harness
+    fault: its runtime_error."""
+    forger = write(tmp_path / "forger.py", FORGED_ANSWER.replace("ANSWER", repr(answer)))
+    done = subprocess.run(
+        kbv_eval(tmp_path, cache_dir, RELU, forger), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = result_of(tmp_path)
+    assert result["verdict"] == "runtime_error", result["reason"]
+    assert says in result["reason"]
+    assert "harness_fault" not in result
+
+
 @pytest.mark.e2e
 def test_a_build_cache_on_a_full_disk_is_a_harness_error_not_a_compile_error(tmp_path):
     """The build cache is a tmpfs with 64 KiB left: the C++ extension's build fails with ENOSPC.
