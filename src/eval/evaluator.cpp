@@ -67,9 +67,13 @@ class Evaluation {
       throw;
     } catch (const std::exception& error) {
       // Everything else that ends an evaluation early is a harness fault (eval/harness_faults),
-      // unless it is a full disk of the candidate's own making.
+      // unless it may be the candidate's doing (a disk it filled, an answer kbv cannot read, a
+      // reference it could reach).
+      CandidateState candidate{
+          exchange_ && exchange_->candidate_answers() > 0, candidate_ran_,
+          worker_ && worker_->process ? worker_->process->isolation() : json::object()};
       auto outcome = fault_outcome(error, stage_in_words(exchange_ ? exchange_->stage() : "start"),
-                                   disk_places(), exchange_ && exchange_->candidate_answers() > 0);
+                                   disk_places(), candidate);
       fault = std::move(outcome.fault);
       if (outcome.candidate_failure) failure_ = outcome.candidate_failure;
       if (!outcome.error_detail.empty()) result.error_detail = outcome.error_detail;
@@ -151,6 +155,7 @@ class Evaluation {
         cmd::kLoadCandidate, {{"candidate", fs::absolute(request_.candidate).string()},
                               {"device", request_.settings.device},
                               {"init_inputs_path", init_inputs_file(session.run_dir).string()}}));
+    candidate_ran_ = true;  // its import-time code runs from here on
 
     // The reference draws every case while the candidate builds (once per problem and key).
     auto t = Clock::now();
@@ -396,6 +401,7 @@ class Evaluation {
   double compile_s_ = 0;
   std::string candidate_sha256_;
   bool discard_session_ = false;
+  bool candidate_ran_ = false;
 };
 
 }  // namespace

@@ -76,9 +76,9 @@ std::optional<HarnessFault> candidate_disk_fault(const judge::FailedStage& stage
 }
 
 FaultOutcome fault_outcome(const std::exception& error, const std::string& stage,
-                           const DiskPlaces& places, bool candidate_answered) {
+                           const DiskPlaces& places, const CandidateState& candidate) {
   FaultOutcome out;
-  if (candidate_answered && judge::is_malformed_answer(error)) {
+  if (candidate.answered && judge::is_malformed_answer(error)) {
     out.candidate_failure =
         judge::StageFailure{Verdict::RuntimeError, judge::malformed_answer_reason(error)};
     out.error_detail = error.what();
@@ -97,6 +97,12 @@ FaultOutcome fault_outcome(const std::exception& error, const std::string& stage
       out.error_detail = fault.detail;
       return out;
     }
+  }
+  if (judge::candidate_could_reach_reference(fault, candidate.ran, candidate.isolation)) {
+    out.candidate_failure =
+        judge::StageFailure{Verdict::RuntimeError, judge::reached_reference_reason(fault)};
+    if (out.error_detail.empty()) out.error_detail = fault.detail;
+    return out;
   }
   out.fault = std::move(fault);
   return out;

@@ -32,6 +32,13 @@ std::vector<judge::DiskFacts> observe_disks(const DiskPlaces& places);
 std::optional<HarnessFault> candidate_disk_fault(const judge::FailedStage& stage,
                                                  const DiskPlaces& places);
 
+// What the evaluation knew of the candidate when an exception ended it.
+struct CandidateState {
+  bool answered = false;  // its worker has answered (its answers are read as JSON)
+  bool ran = false;       // its code may have run (load_candidate was sent)
+  nlohmann::json isolation = nlohmann::json::object();  // its sandbox's report
+};
+
 // What an exception caught inside an evaluation means for its result.
 struct FaultOutcome {
   std::optional<HarnessFault> fault;  // harness_error
@@ -39,10 +46,12 @@ struct FaultOutcome {
   std::optional<judge::StageFailure> candidate_failure;
   std::string error_detail;  // the evidence behind either (a worker's log tail, errno text)
 };
-// `candidate_answered`: the candidate's worker has answered in this evaluation, so an answer kbv
-// could not read may be its own (judge::is_malformed_answer).
+// The candidate's runtime_error instead of a harness fault when it may be its doing: an answer kbv
+// could not read once its worker answered (judge::is_malformed_answer), a disk it filled
+// (judge::disk_filled_by_candidate), a reference it could reach
+// (judge::candidate_could_reach_reference).
 FaultOutcome fault_outcome(const std::exception& error, const std::string& stage,
-                           const DiskPlaces& places, bool candidate_answered);
+                           const DiskPlaces& places, const CandidateState& candidate);
 
 // What an evaluation was doing in one of its stages (the durations_s names), in words.
 std::string stage_in_words(const std::string& stage);

@@ -94,6 +94,22 @@ std::string malformed_answer_reason(const std::exception& error) {
       first_line(error.what()));
 }
 
+bool candidate_could_reach_reference(const HarnessFault& fault, bool candidate_ran,
+                                     const nlohmann::json& candidate_isolation) {
+  if (fault.kind != FaultKind::ReferenceCrashed && fault.kind != FaultKind::Channel) return false;
+  if (!candidate_ran) return false;
+  // Only a fresh /proc of its own (the sandbox's PID namespace) puts the reference out of reach.
+  return !(candidate_isolation.is_object() && candidate_isolation.contains("pid_namespace") &&
+           candidate_isolation["pid_namespace"] == true);
+}
+
+std::string reached_reference_reason(const HarnessFault& fault) {
+  return fmt::format(
+      "the reference worker failed ({}: {}) while the candidate ran without a PID namespace of "
+      "its own, able to reach the reference's process; that may be its doing",
+      to_string(fault.kind), first_line(fault.detail));
+}
+
 bool lacks_room(const DiskFacts& disk) {
   return disk.total_bytes > 0 && disk.free_bytes < std::max(disk.need_bytes, kMinimumRoom);
 }

@@ -64,6 +64,14 @@ bool is_malformed_answer(const std::exception& error);
 // The candidate's runtime_error for an answer kbv could not read.
 std::string malformed_answer_reason(const std::exception& error);
 
+// A reference that died, hung or sent junk (reference_crashed, channel) while the candidate's
+// code ran without a PID namespace of its own (no sandbox, or a machine that refuses namespaces):
+// the candidate could see the reference's process, kill it, stop it or write on its channel
+// (/proc/<pid>/fd), so the fault may be its doing, and in doubt it is its runtime_error.
+bool candidate_could_reach_reference(const HarnessFault& fault, bool candidate_ran,
+                                     const nlohmann::json& candidate_isolation);
+std::string reached_reference_reason(const HarnessFault& fault);
+
 // What kbv sees of one file system it writes to in an evaluation (the work root, which holds the
 // run directory and the candidate's folder; the candidate's build cache), taken when something
 // failed.

@@ -103,6 +103,21 @@ TEST(HarnessFault, MalformedAnswersAreJsonErrors) {
   EXPECT_FALSE(is_malformed_answer(std::logic_error("unknown flag id")));
 }
 
+TEST(HarnessFault, AReferenceTheCandidateCouldReachIsInDoubtTheCandidates) {
+  const HarnessFault crashed{FaultKind::ReferenceCrashed, "tracing", "killed by signal 9"};
+  const nlohmann::json boxed = {{"pid_namespace", true}};
+  const nlohmann::json open = {{"pid_namespace", false}};
+  EXPECT_FALSE(candidate_could_reach_reference(crashed, /*candidate_ran=*/true, boxed));
+  EXPECT_TRUE(candidate_could_reach_reference(crashed, true, open));
+  EXPECT_TRUE(candidate_could_reach_reference(crashed, true, nlohmann::json::object()));
+  EXPECT_FALSE(candidate_could_reach_reference(crashed, /*candidate_ran=*/false, open));
+  const HarnessFault junk{FaultKind::Channel, "loading", "junk"};
+  EXPECT_TRUE(candidate_could_reach_reference(junk, true, open));
+  const HarnessFault full{FaultKind::DiskFull, "drawing", "ENOSPC"};
+  EXPECT_FALSE(candidate_could_reach_reference(full, true, open));
+  EXPECT_NE(reached_reference_reason(crashed).find("PID namespace"), std::string::npos);
+}
+
 DiskFacts disk(unsigned long long free, unsigned long long candidate = 0,
                unsigned long long cache = 0) {
   DiskFacts d;

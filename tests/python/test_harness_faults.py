@@ -362,6 +362,13 @@ def reference_workers_of(pid: int) -> list[int]:
     return found
 
 
+def kill_the_reference_once_drawn(process: subprocess.Popen, work: Path):
+    """SIGKILL to the reference worker of `process` (kbv) once it has drawn its cases."""
+    wait_for(lambda: timing_golden_in(work), 300, "the reference's cases")
+    (victim,) = wait_for(lambda: reference_workers_of(process.pid), 30, "the reference")
+    os.kill(victim, signal.SIGKILL)
+
+
 @pytest.mark.e2e
 def test_a_reference_worker_killed_mid_evaluation(tmp_path, cache_dir):
     """kbv run over three candidates of one problem; the reference worker is killed (SIGKILL)
@@ -390,9 +397,7 @@ def test_a_reference_worker_killed_mid_evaluation(tmp_path, cache_dir):
         env=env_with(TMPDIR=work),
     )
     try:
-        wait_for(lambda: timing_golden_in(work), 300, "the reference's cases")
-        (victim,) = wait_for(lambda: reference_workers_of(process.pid), 30, "the reference")
-        os.kill(victim, signal.SIGKILL)
+        kill_the_reference_once_drawn(process, work)
         stdout, stderr = process.communicate(timeout=900)
     finally:
         process.kill()
@@ -424,6 +429,35 @@ def test_a_reference_worker_killed_mid_evaluation(tmp_path, cache_dir):
     assert "1 evaluated now, 2 already stored" in again.stdout
     assert "1 stored harness error evaluated again" in again.stdout
     assert stored(db)["level_1_problem_3_sample_0_kernel.py"]["verdict"] == "correct"
+
+
+@pytest.mark.e2e
+def test_a_reference_killed_beside_an_unsandboxed_candidate_is_its_runtime_error(
+    tmp_path, cache_dir
+):
+    """The counterpart: without the sandbox's PID namespace the candidate could have killed the
+    reference itself (it sees its process), so in doubt the death is its runtime_error, never a
+    harness_error it could provoke forever."""
+    work = tmp_path / "work"
+    work.mkdir()
+    candidate = write(tmp_path / "slow.py", SLOW_FIRST_FORWARD)
+    command = kbv_eval(tmp_path, cache_dir, RELU, candidate, "--no-sandbox")
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_with(TMPDIR=work),
+    )
+    try:
+        kill_the_reference_once_drawn(process, work)
+        stdout, stderr = process.communicate(timeout=600)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stdout + stderr
+    result = result_of(tmp_path)
+    assert result["verdict"] == "runtime_error", result["reason"]
+    assert "without a PID namespace" in result["reason"]
 
 
 JUNK_AT_IMPORT = "import os\n\nos.write(4, b'this is not a message\\n')\n"
