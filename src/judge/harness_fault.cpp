@@ -27,7 +27,11 @@ std::optional<HarnessFault> classify_reference_failure(const Response& answer,
                             "the reference worker " + answer.message + ": " +
                                 first_line(answer.detail).substr(0, 200)};
       }
-      return HarnessFault{FaultKind::ReferenceCrashed, stage, answer.message};
+      // "the worker closed its channel and was killed by signal 9 (SIGKILL, Killed)"
+      return HarnessFault{FaultKind::ReferenceCrashed, stage,
+                          answer.message.starts_with("the worker ")
+                              ? "the reference worker " + answer.message.substr(11)
+                              : answer.message};
     case Response::Status::Timeout:
       // The reference's timeout is long (reference_timeout: at least 10 minutes): a reference
       // that hangs that long is a machine in trouble, and a rerun retries it.

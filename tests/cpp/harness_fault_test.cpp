@@ -39,6 +39,7 @@ TEST(HarnessFault, ReferenceThatDiedHungOrSentJunkIsAHarnessFault) {
   ASSERT_TRUE(crashed);
   EXPECT_EQ(crashed->kind, FaultKind::ReferenceCrashed);
   EXPECT_EQ(crashed->stage, "drawing");
+  EXPECT_EQ(crashed->detail, "the reference worker closed its channel and was killed by signal 9");
 
   Response hung;
   hung.status = Response::Status::Timeout;
