@@ -6,6 +6,7 @@ is the orchestrator's to observe."""
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import traceback
@@ -43,24 +44,70 @@ def serve(role, channel: Channel) -> None:
             channel.send(
                 {
                     "ok": False,
-                    "error": {"kind": error.kind, "message": error.message, "detail": error.detail},
+                    "error": _with_resource(
+                        {"kind": error.kind, "message": error.message, "detail": error.detail},
+                        error,
+                    ),
                 }
             )
         except BaseException as error:  # noqa: BLE001 - report, let the orchestrator decide
             channel.send(
                 {
                     "ok": False,
-                    "error": {
-                        "kind": "runtime_error" if _in_hosted_code() else "internal_error",
-                        "message": f"{type(error).__name__}: {trim(str(error), 1500)}",
-                        "detail": trim(traceback.format_exc()),
-                    },
+                    "error": _with_resource(
+                        {
+                            "kind": "runtime_error" if _in_hosted_code() else "internal_error",
+                            "message": f"{type(error).__name__}: {trim(str(error), 1500)}",
+                            "detail": trim(traceback.format_exc()),
+                        },
+                        error,
+                    ),
                 }
             )
         finally:
             # Descriptors a handler did not take (it failed first) are closed here.
             for fd in request.get("fds_received", []):
                 os.close(fd)
+
+
+# Words of failures whose exception carries no errno: safetensors' writer (SafetensorError:
+# "... No space left on device (os error 28)") and torch's CPU allocator (a RuntimeError:
+# "DefaultCPUAllocator: can't allocate memory").
+_DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "os error 28", "os error 122")
+_OUT_OF_MEMORY_WORDS = ("can't allocate memory", "CUDA out of memory", "Cannot allocate memory")
+
+
+def _resource(error: BaseException) -> str | None:
+    """The resource whose exhaustion the error (or an error it was raised from) reports:
+    "out_of_memory" or "disk_full". The orchestrator trusts this only from the reference worker
+    (src/judge/harness_fault.hpp): the candidate's process can write anything on its channel."""
+    seen = 0
+    current: BaseException | None = error
+    while current is not None and seen < 8:
+        seen += 1
+        if isinstance(current, MemoryError) or type(current).__name__ == "OutOfMemoryError":
+            return "out_of_memory"
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return "disk_full"
+        if isinstance(current, OSError) and current.errno == errno.ENOMEM:
+            return "out_of_memory"
+        try:
+            text = str(current)
+        except Exception:  # noqa: BLE001 - a hosted exception whose __str__ raises
+            text = ""
+        if any(words in text for words in _DISK_FULL_WORDS):
+            return "disk_full"
+        if any(words in text for words in _OUT_OF_MEMORY_WORDS):
+            return "out_of_memory"
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _with_resource(payload: dict, error: BaseException) -> dict:
+    resource = _resource(error)
+    if resource:
+        payload["resource"] = resource
+    return payload
 
 
 def _in_hosted_code() -> bool:

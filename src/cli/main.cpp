@@ -4,7 +4,8 @@
 //   kbv export  a run database as JSON Lines or KernelBench's eval_results.json files
 //   kbv audit   every problem's reference as its own candidate: the suite-quality table
 // Exit status: 0 whenever the work completed, whatever the verdicts; 2 for usage errors (bad
-// arguments, a malformed problem, a missing file); 3 for a fault of kbv itself.
+// arguments, a malformed problem, a missing file); 3 for a fault of kbv itself (kbv eval: also a
+// harness_error outcome, whose JSON is written; kbv run stores those, prints them and exits 0).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -119,9 +120,13 @@ struct EvalOptions {
     }
     // Byte limits from the environment (0 turns one off): the scratch quota, and the candidate's
     // heap cap on the CPU device (RLIMIT_DATA; default 16 GiB), for machines of less memory.
+    // KBV_REFERENCE_ADDRESS_SPACE_BYTES caps the reference worker's address space (a test and
+    // operations knob: running out of it is a harness fault, out_of_memory).
     for (auto [name, limit] :
          {std::pair{"KBV_SCRATCH_QUOTA_BYTES", &request.limits.max_scratch_bytes},
-          std::pair{"KBV_HOST_MEMORY_BYTES", &request.limits.max_host_memory_bytes}}) {
+          std::pair{"KBV_HOST_MEMORY_BYTES", &request.limits.max_host_memory_bytes},
+          std::pair{"KBV_REFERENCE_ADDRESS_SPACE_BYTES",
+                    &request.limits.reference_address_space_bytes}}) {
       const char* value = std::getenv(name);
       if (!value || !*value) continue;
       char* end = nullptr;
@@ -155,7 +160,8 @@ int run_eval(EvalOptions& options, const std::string& json_path) {
         json_path,
         result.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   fmt::print("{}", kbv::report::summary(result));
-  return 0;
+  // A fault of kbv itself is no verdict: the exit status says so (the JSON is written anyway).
+  return result.verdict == kbv::Verdict::HarnessError ? kExitInternal : 0;
 }
 
 void print_summary(const kbv::schedule::SuiteSummary& summary,
@@ -176,14 +182,25 @@ void print_summary(const kbv::schedule::SuiteSummary& summary,
     fmt::print("  ({} stored timeout{} evaluated again under the longer timeout)\n",
                summary.evaluated_again, summary.evaluated_again == 1 ? "" : "s");
   }
+  if (summary.harness_errors_again > 0) {
+    fmt::print("  ({} stored harness error{} evaluated again)\n", summary.harness_errors_again,
+               summary.harness_errors_again == 1 ? "" : "s");
+  }
   for (const auto& [verdict, n] : summary.verdicts) fmt::print("  {:<14} {}\n", verdict, n);
   for (const auto& broken : summary.broken_problems) {
     fmt::print("problem {} could not be evaluated (its candidates were skipped): {}\n",
                broken.path.string(), broken.reason);
   }
-  for (const auto& failed : summary.failed_inside_kbv) {
-    fmt::print("{} failed inside kbv (not stored; a rerun retries it): {}\n", failed.path.string(),
-               failed.reason);
+  if (!summary.harness_errors.empty()) {
+    const auto n = summary.harness_errors.size();
+    fmt::print(
+        "{} harness error{} (faults of kbv itself, not verdicts: left out of every figure of kbv "
+        "report; a rerun evaluates {} again):\n",
+        n, n == 1 ? "" : "s", n == 1 ? "it" : "them");
+    for (const auto& e : summary.harness_errors) {
+      fmt::print("  {} [{}{}]: {}\n", e.path.string(), e.kind, e.stored ? "" : ", not stored",
+                 e.reason);
+    }
   }
   fmt::print("build {:.1f} s, evaluation {:.1f} s; results in {}\n", summary.build_seconds,
              summary.evaluation_seconds, suite.database.string());

@@ -20,8 +20,38 @@ std::string_view to_string(Verdict verdict) {
       return "runtime_error";
     case Verdict::Timeout:
       return "timeout";
+    case Verdict::HarnessError:
+      return "harness_error";
   }
   return "unknown";
+}
+
+std::string_view to_string(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::DiskFull:
+      return "disk_full";
+    case FaultKind::ReferenceCrashed:
+      return "reference_crashed";
+    case FaultKind::OutOfMemory:
+      return "out_of_memory";
+    case FaultKind::Channel:
+      return "channel";
+    case FaultKind::Internal:
+      return "internal";
+  }
+  return "internal";
+}
+
+nlohmann::json HarnessFault::to_json() const {
+  return {{"kind", to_string(kind)}, {"stage", stage}, {"detail", detail}};
+}
+
+std::string HarnessFault::reason() const {
+  std::string first = detail.substr(0, detail.find('\n'));
+  std::string out = "a fault of kbv itself (" + std::string(to_string(kind)) + ")";
+  if (!stage.empty()) out += " while " + stage;
+  if (!first.empty()) out += ": " + first;
+  return out + "; not a verdict on the candidate, and a rerun evaluates it again";
 }
 
 std::string_view to_string(Severity severity) {
@@ -85,6 +115,7 @@ nlohmann::json Result::to_json() const {
       {"limits", limits},
   };
   if (!error_detail.empty()) out["error_detail"] = error_detail;
+  if (harness_fault) out["harness_fault"] = harness_fault->to_json();
   return out;
 }
 

@@ -14,8 +14,33 @@ namespace kbv {
 inline constexpr std::string_view kResultSchema = "kbv.result/1";
 inline constexpr std::string_view kVersion = KBV_VERSION;
 
-enum class Verdict { Correct, Incorrect, Rejected, CompileError, RuntimeError, Timeout };
+// HarnessError is not a verdict on the candidate: kbv itself failed (a full disk, a reference
+// worker that crashed, its own memory, its channel, its own bug). Such a result is stored so a
+// user sees it, left out of every figure, and evaluated again by a rerun (docs/result.md).
+enum class Verdict {
+  Correct,
+  Incorrect,
+  Rejected,
+  CompileError,
+  RuntimeError,
+  Timeout,
+  HarnessError
+};
 std::string_view to_string(Verdict verdict);
+
+// What kind of fault of kbv ended an evaluation as harness_error (judge/harness_fault.hpp
+// classifies them).
+enum class FaultKind { DiskFull, ReferenceCrashed, OutOfMemory, Channel, Internal };
+std::string_view to_string(FaultKind kind);
+
+struct HarnessFault {
+  FaultKind kind = FaultKind::Internal;
+  std::string stage;   // what kbv was doing ("drawing the input families", "starting a worker")
+  std::string detail;  // what failed, in the words of whoever saw it (errno text, exit status)
+  nlohmann::json to_json() const;
+  // One sentence for the result's reason: the kind, the stage, the detail's first line.
+  std::string reason() const;
+};
 
 enum class Severity { Reject, Warn, Info };
 std::string_view to_string(Severity severity);
@@ -62,6 +87,7 @@ struct Result {
   nlohmann::json durations_s = nlohmann::json::object();
   nlohmann::json limits = nlohmann::json::object();  // the bounds it ran under (EvalLimits)
   std::string error_detail;  // trimmed traceback or compiler output behind the reason
+  std::optional<HarnessFault> harness_fault;  // with verdict HarnessError only
 
   void add_flag(std::string id, Severity severity, std::string detail);
   bool has_flag(std::string_view id) const;

@@ -21,10 +21,14 @@ nlohmann::json EvalSettings::key() const {
 }
 
 nlohmann::json EvalLimits::to_json() const {
-  return {{"compile_timeout_s", compile_timeout.count()},
-          {"call_timeout_s", call_timeout.count()},
-          {"max_scratch_bytes", max_scratch_bytes},
-          {"max_host_memory_bytes", max_host_memory_bytes}};
+  nlohmann::json limits = {{"compile_timeout_s", compile_timeout.count()},
+                           {"call_timeout_s", call_timeout.count()},
+                           {"max_scratch_bytes", max_scratch_bytes},
+                           {"max_host_memory_bytes", max_host_memory_bytes}};
+  if (reference_address_space_bytes > 0) {
+    limits["reference_address_space_bytes"] = reference_address_space_bytes;
+  }
+  return limits;
 }
 
 }  // namespace kbv::eval

@@ -57,6 +57,9 @@ struct EvalLimits {
   // KBV_SCRATCH_QUOTA_BYTES overrides it; 0: no quota.
   unsigned long long max_scratch_bytes = 4ULL << 30;
   unsigned long long max_host_memory_bytes = 16ULL << 30;  // candidate heap cap (CPU device)
+  // RLIMIT_AS of the reference worker (0: none; KBV_REFERENCE_ADDRESS_SPACE_BYTES): a test and
+  // operations knob. Running out of it is a harness fault (out_of_memory), never the candidate's.
+  unsigned long long reference_address_space_bytes = 0;
 
   nlohmann::json to_json() const;  // recorded in every result as `limits`
 };

@@ -8,11 +8,13 @@
 #include "core/hash.hpp"
 #include "eval/case_path.hpp"
 #include "eval/exchange.hpp"
+#include "eval/harness_faults.hpp"
 #include "eval/phases.hpp"
 #include "judge/audit.hpp"
 #include "judge/run_dir_listing.hpp"
 #include "judge/state_match.hpp"
 #include "judge/verdict.hpp"
+#include "orchestrate/build_cache.hpp"
 
 namespace kbv::eval {
 namespace fs = std::filesystem;
@@ -48,6 +50,7 @@ class Evaluation {
     result.protocol = protocol_.to_json();
     result.candidate = {{"path", fs::absolute(request_.candidate).string()}};
     result.limits = request_.limits.to_json();
+    std::optional<HarnessFault> fault;  // kbv's own failure: harness_error, not a verdict
     try {
       run_phases(result);
       if (exchange_ && !listing_.empty()) {
@@ -59,6 +62,22 @@ class Evaluation {
                                     json(changed).dump()));
         }
       }
+    } catch (const UsageError&) {
+      release(/*discard_session=*/true);
+      throw;
+    } catch (const std::exception& error) {
+      // Everything else that ends an evaluation early is a harness fault (eval/harness_faults),
+      // unless it may be the candidate's doing (a disk it filled, an answer kbv cannot read, a
+      // reference it could reach).
+      CandidateState candidate{
+          exchange_ && exchange_->candidate_answers() > 0, candidate_ran_,
+          worker_ && worker_->process ? worker_->process->isolation() : json::object()};
+      auto outcome = fault_outcome(error, stage_in_words(exchange_ ? exchange_->stage() : "start"),
+                                   disk_places(), candidate);
+      fault = std::move(outcome.fault);
+      if (outcome.candidate_failure) failure_ = outcome.candidate_failure;
+      if (!outcome.error_detail.empty()) result.error_detail = outcome.error_detail;
+      discard_session_ = true;  // a dead or unsure reference, a full disk: start afresh
     } catch (...) {
       release(/*discard_session=*/true);
       throw;
@@ -73,8 +92,14 @@ class Evaluation {
     }
     record_split(result, seconds_since(started));
     findings_.into(result);
-    judge::decide_verdict(result, failure_);
-    release(findings_.has("run_dir_tampered"));
+    if (fault) {
+      result.verdict = Verdict::HarnessError;
+      result.reason = fault->reason();
+      result.harness_fault = std::move(fault);
+    } else {
+      judge::decide_verdict(result, failure_);
+    }
+    release(discard_session_ || findings_.has("run_dir_tampered"));
     return result;
   }
 
@@ -83,9 +108,13 @@ class Evaluation {
     if (request_.placement.progress) request_.placement.progress(line);
   }
 
-  // A phase's failure ends the evaluation (its detail is the result's error_detail).
+  // A phase's failure ends the evaluation (its detail is the result's error_detail), unless the
+  // facts make it kbv's own (a full disk kbv writes to): then a harness fault.
   bool failed(const std::optional<judge::FailedStage>& stage, Result& result) {
     if (!stage) return false;
+    if (auto fault = candidate_disk_fault(*stage, disk_places())) {
+      throw judge::HarnessFaultError(*fault, stage->detail);
+    }
     failure_ = stage->failure;
     result.error_detail = stage->detail;
     return true;
@@ -102,6 +131,7 @@ class Evaluation {
     // Each file hashed once: the reference key, the build-cache folder and the result use it.
     const std::string problem_sha256 = sha256_file(request_.problem);
     const std::string candidate_sha256 = sha256_file(request_.candidate);
+    candidate_sha256_ = candidate_sha256;
     lease_ = acquire_reference(request_, requested_key(request_, protocol_, problem_sha256));
     ReferenceSession& session = *lease_.session;
     // Both workers start (and import torch) side by side.
@@ -130,6 +160,7 @@ class Evaluation {
         cmd::kLoadCandidate, {{"candidate", fs::absolute(request_.candidate).string()},
                               {"device", request_.settings.device},
                               {"init_inputs", session.loaded["init_inputs"]}}));
+    candidate_ran_ = true;  // its import-time code runs from here on
 
     // The reference draws every case while the candidate builds (once per problem and key).
     auto t = Clock::now();
@@ -223,6 +254,31 @@ class Evaluation {
       result.candidate["trace"] = trace.record;
       result.durations_s["trace"] = result.durations_s.value("trace", 0.0) + seconds_since(t);
       failed(trace.failed, result);
+    }
+  }
+
+  // Where this evaluation writes, for the disk facts of a harness fault.
+  DiskPlaces disk_places() const {
+    DiskPlaces places;
+    try {
+      where_written(places);
+    } catch (const std::exception&) {
+      // Called while handling a failure: fewer facts, never a second failure.
+    }
+    return places;
+  }
+
+  void where_written(DiskPlaces& places) const {
+    if (lease_.session) {
+      places.run_dir = lease_.session->run_dir;
+      // Nothing of a case is written to disk (docs/case-path.md): kbv needs no more room
+      // there than the classifier's minimum.
+      places.need_bytes = 0;
+    }
+    if (worker_) places.candidate_folder = worker_->folder;
+    if (!candidate_sha256_.empty()) {
+      places.cache_folder = orchestrate::extension_cache_dir(
+          request_.placement.cache_dir, candidate_sha256_, request_.settings.device);
     }
   }
 
@@ -381,6 +437,9 @@ class Evaluation {
   std::optional<judge::StageFailure> failure_;
   judge::RunDirListing listing_;  // the run directory once the candidate may read it
   double compile_s_ = 0;
+  std::string candidate_sha256_;
+  bool discard_session_ = false;
+  bool candidate_ran_ = false;
 };
 
 }  // namespace

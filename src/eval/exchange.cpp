@@ -40,6 +40,7 @@ Response WorkerExchange::candidate(const json& request, std::chrono::millisecond
   auto t = Clock::now();
   auto response = candidate_.process->call(request, timeout, fds);
   candidate_s_ += seconds_since(t);
+  ++candidate_answers_;
   return response;
 }
 
@@ -48,6 +49,7 @@ void WorkerExchange::send_candidate(const json& request) {
 }
 
 Response WorkerExchange::receive_candidate(std::chrono::milliseconds timeout) {
+  ++candidate_answers_;
   return candidate_.process->receive(timeout);
 }
 

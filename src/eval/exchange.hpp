@@ -24,6 +24,7 @@ class WorkerExchange {
 
   // The stage (a durations_s name) that gate waits are counted under from now on.
   void set_stage(std::string stage) { stage_ = std::move(stage); }
+  const std::string& stage() const { return stage_; }
 
   // One exchange with the reference worker, under its (long) timeout.
   orchestrate::Response reference(const nlohmann::json& request);
@@ -48,6 +49,8 @@ class WorkerExchange {
   const std::filesystem::path& run_dir() const { return session_.run_dir; }
   const std::filesystem::path& candidate_dir() const { return candidate_.folder; }
 
+  // Answers received from the candidate's worker so far (harness faults: eval/harness_faults).
+  int candidate_answers() const { return candidate_answers_; }
   double reference_seconds() const { return reference_s_; }
   double candidate_seconds() const { return candidate_s_; }
   const std::map<std::string, double>& gate_wait_by_stage() const { return gate_wait_; }
@@ -62,6 +65,7 @@ class WorkerExchange {
   std::string stage_ = "start";
   double reference_s_ = 0, candidate_s_ = 0;
   std::map<std::string, double> gate_wait_;
+  int candidate_answers_ = 0;
 };
 
 }  // namespace kbv::eval

@@ -8,6 +8,7 @@
 #include "core/hash.hpp"
 #include "eval/device_gate.hpp"
 #include "eval/workspace.hpp"
+#include "judge/harness_fault.hpp"
 #include "orchestrate/worker_options.hpp"
 
 namespace kbv::eval {
@@ -24,6 +25,11 @@ std::chrono::seconds reference_timeout(const EvalLimits& limits) {
 void require_reference_answer(const Response& response, const fs::path& problem,
                               const std::string& stage) {
   if (response.ok()) return;
+  // The reference dying, hanging, sending junk, failing in kbv's own code or running out of
+  // memory or disk is kbv's fault, not the problem's (judge/harness_fault.hpp).
+  if (auto fault = judge::classify_reference_failure(response, stage)) {
+    throw judge::HarnessFaultError(*fault, response.detail);
+  }
   if (response.error_kind == "problem_error" || response.error_kind == "usage_error") {
     throw UsageError(fmt::format("{}: {}", problem.string(), response.message));
   }
@@ -185,6 +191,7 @@ std::unique_ptr<orchestrate::WorkerProcess> start_reference_worker(const EvalReq
   spec.size = request.settings.size;
   spec.sandbox = request.settings.sandbox;
   spec.folder = run_dir;
+  spec.address_space_bytes = request.limits.reference_address_space_bytes;
   return std::make_unique<orchestrate::WorkerProcess>(orchestrate::worker_options(spec));
 }
 

@@ -20,8 +20,9 @@ namespace kbv::eval {
 // spurious timeout would mark the whole problem broken.
 std::chrono::seconds reference_timeout(const EvalLimits& limits);
 
-// A failed reference call ends the evaluation as the problem's fault: throws UsageError (nothing
-// is stored, a rerun retries).
+// A failed reference call ends the evaluation: as a harness fault (judge::HarnessFaultError) when
+// the reference worker died, hung, sent junk, failed in kbv's code or ran out of memory or disk;
+// else as the problem's fault, a UsageError (nothing is stored, a rerun retries).
 void require_reference_answer(const orchestrate::Response& response,
                               const std::filesystem::path& problem, const std::string& stage);
 

@@ -6,8 +6,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <system_error>
 
 #include "eval/eval_request.hpp"
 
@@ -23,9 +25,12 @@ constexpr const char* kKeep = "keep\n";
 FolderOwner::FolderOwner(const fs::path& folder, bool keep) {
   fd_ = ::open((folder / kOwnerFile).c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
     if (fd_ >= 0) ::close(fd_);
+    errno = error;
     fd_ = -1;
-    throw std::runtime_error(fmt::format("cannot lock {}", (folder / kOwnerFile).string()));
+    throw std::system_error(errno, std::generic_category(),
+                            fmt::format("cannot lock {}", (folder / kOwnerFile).string()));
   }
   if (keep && ::write(fd_, kKeep, std::strlen(kKeep)) < 0) {
     // Without the mark a killed run's kept folder may be reclaimed; a finished one is kept anyway.
@@ -58,7 +63,8 @@ PrivateDir make_private_dir(const fs::path& root, const char* prefix,
   fs::create_directories(base);
   std::string pattern = (base / fmt::format("{}-XXXXXX", prefix)).string();
   if (!::mkdtemp(pattern.data())) {
-    throw std::runtime_error(fmt::format("cannot create a folder under {}", base.string()));
+    throw std::system_error(errno, std::generic_category(),
+                            fmt::format("cannot create a folder under {}", base.string()));
   }
   PrivateDir dir{fs::path(pattern), FolderOwner(fs::path(pattern), keep)};
   for (const char* sub : subs) fs::create_directories(dir.path / sub);

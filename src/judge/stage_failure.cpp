@@ -2,10 +2,21 @@
 
 #include <fmt/format.h>
 
+#include "judge/harness_fault.hpp"
+
 namespace kbv::judge {
 using orchestrate::Response;
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+namespace {
+void keep_answer(FailedStage& out, const Response& r, std::string stage) {
+  out.stage = std::move(stage);
+  out.status = r.status;
+  out.error_kind = r.error_kind;
+  out.names_disk_full = names_disk_full(r);
+}
+}  // namespace
 
 FailedStage load_failure(const Response& r, std::chrono::seconds compile_timeout) {
   FailedStage out;
@@ -22,6 +33,7 @@ FailedStage load_failure(const Response& r, std::chrono::seconds compile_timeout
     out.failure = {Verdict::RuntimeError, first_line(r.message)};
   }
   out.detail = r.detail.empty() ? r.message : r.message + "\n" + r.detail;
+  keep_answer(out, r, "building and importing the candidate");
   return out;
 }
 
@@ -36,6 +48,7 @@ FailedStage call_failure(const Response& r, const std::string& during) {
     out.failure = {Verdict::RuntimeError, fmt::format("{} ({})", first_line(r.message), during)};
   }
   out.detail = r.detail;
+  keep_answer(out, r, during);
   return out;
 }
 

@@ -13,6 +13,12 @@ namespace kbv::judge {
 struct FailedStage {
   StageFailure failure;
   std::string detail;  // the traceback or compiler output behind the reason (error_detail)
+  // What the harness-fault rules (judge/harness_fault.hpp) need of the answer: the stage, how
+  // the worker answered, and whether the answer names a full disk (the candidate's own text).
+  std::string stage;
+  orchestrate::Response::Status status = orchestrate::Response::Status::Died;
+  std::string error_kind;
+  bool names_disk_full = false;
 };
 
 // Building, importing and constructing the candidate failed.

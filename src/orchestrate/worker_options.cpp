@@ -52,6 +52,7 @@ WorkerOptions worker_options(const WorkerSpec& spec) {
       options.log_file = dir / "reference.log";
       // The problem is user code too, but trusted: no network, no read-only file system.
       options.sandbox.read_only_root = false;
+      options.address_space_bytes = spec.address_space_bytes;
       break;
     case WorkerKind::Candidate: {
       options.role = WorkerRole::Candidate;

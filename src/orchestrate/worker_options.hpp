@@ -34,6 +34,7 @@ struct WorkerSpec {
   std::chrono::seconds compile_timeout{900};   // Candidate: part of its CPU-time limit
   unsigned long long max_host_memory_bytes = 0;  // Candidate on the CPU device: heap cap
   bool cuda = false;  // the device is a GPU (CUDA maps large private regions: no heap cap)
+  unsigned long long address_space_bytes = 0;  // Reference: RLIMIT_AS (0: none; a test knob)
 };
 
 // Build workers' niceness: below the evaluations, so a timing run never waits for a core behind

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <system_error>
 
 extern char** environ;
 
@@ -86,8 +88,8 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   int to[2], from[2], fds[2];
   if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0 ||
       ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
-    throw std::runtime_error(std::string("cannot create a worker channel: ") +
-                             std::strerror(errno));
+    // With errno, so a harness fault is classified by it (judge/harness_fault.hpp).
+    throw std::system_error(errno, std::generic_category(), "cannot create a worker channel");
   }
   // Everything the child needs is prepared before fork.
   std::vector<std::string> env_strings;
@@ -117,7 +119,7 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   std::string cwd = options.working_directory.string();
 
   pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid_ < 0) throw std::system_error(errno, std::generic_category(), "fork failed");
   if (pid_ == 0) {
     ::setsid();  // its own process group: a timeout kills everything it started
     // Lowering priority needs no privilege; a failure only leaves the inherited priority.
@@ -139,6 +141,10 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
     std::string report = apply_sandbox_in_child(options.sandbox);
     std::string line = "{\"sandbox\":" + report + "}\n";
     if (::write(4, line.data(), line.size()) < 0) _exit(125);
+    if (options.address_space_bytes > 0) {
+      rlimit limit{options.address_space_bytes, options.address_space_bytes};
+      (void)::setrlimit(RLIMIT_AS, &limit);
+    }
     environ = envp.data();
     ::execvp(argv[0], argv.data());
     std::string failed = std::string("{\"exec_failed\":\"") + std::strerror(errno) + "\"}\n";
@@ -243,6 +249,11 @@ std::optional<std::string> WorkerProcess::read_line(Clock::time_point deadline) 
       return std::nullopt;
     }
     buffer_.append(chunk, static_cast<size_t>(n));
+    if (buffer_.size() > kMaxMessageBytes && buffer_.find('\n') == std::string::npos) {
+      // No answer is this long: a worker streaming junk must not exhaust kbv's own memory.
+      overlong_ = true;
+      return std::nullopt;
+    }
   }
 }
 
@@ -270,6 +281,7 @@ Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
   }
   if (exited_) return died("had already exited");
   auto line = read_line(Clock::now() + timeout);
+  if (!line && overlong_) line = buffer_.substr(0, 500);  // reported below as malformed
   if (!line) {
     if (quota_failure_) return quota_exceeded();
     if (exited_) return died("closed its channel");
@@ -282,11 +294,18 @@ Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
   }
   auto message = nlohmann::json::parse(*line, nullptr, false);
   Response r;
-  if (message.is_discarded() || !message.contains("ok")) {
+  // A message of the wrong shape is as malformed as one that does not parse: reading it must not
+  // throw inside kbv (a fault of the channel, not of kbv's code).
+  const bool shaped =
+      !overlong_ && message.is_object() && message.contains("ok") && message["ok"].is_boolean() &&
+      (message["ok"].get<bool>() || (message.contains("error") && message["error"].is_object()));
+  if (!shaped) {
     kill_group();
     r.status = Response::Status::Died;
     r.message = "sent a malformed message on its channel";
+    r.malformed = true;
     r.detail = line->substr(0, 500);
+    buffer_.clear();
     return r;
   }
   if (message["ok"].get<bool>()) {
@@ -307,10 +326,15 @@ Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
     return r;
   }
   const auto& error = message["error"];
+  const auto text = [&](const char* key, const char* fallback) {
+    auto it = error.find(key);
+    return it != error.end() && it->is_string() ? it->get<std::string>() : std::string(fallback);
+  };
   r.status = Response::Status::Error;
-  r.error_kind = error.value("kind", "internal_error");
-  r.message = error.value("message", "");
-  r.detail = error.value("detail", "");
+  r.error_kind = text("kind", "internal_error");
+  r.message = text("message", "");
+  r.detail = text("detail", "");
+  r.resource = text("resource", "");
   return r;
 }
 

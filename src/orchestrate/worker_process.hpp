@@ -32,6 +32,10 @@ struct WorkerOptions {
   // Build-ahead workers run at a positive value so compilers never take CPU from the
   // evaluations, and above all from a timing run, beside them.
   int nice = 0;
+  // RLIMIT_AS of the worker (0: none). A test and operations knob for the reference worker
+  // (KBV_REFERENCE_ADDRESS_SPACE_BYTES): kbv's own allocation budget, so a reference that runs
+  // out of it is a harness fault (out_of_memory), never the candidate's.
+  unsigned long long address_space_bytes = 0;
 };
 
 struct Response {
@@ -42,6 +46,12 @@ struct Response {
   std::string message;     // Error, Timeout, Died: one sentence
   std::string detail;      // traceback, compiler output, or the log's tail
   FdSet fds;               // Ok: descriptors the answer came with (shared blocks)
+  // Error: the resource the worker saw fail under the error ("disk_full", "out_of_memory"), from
+  // the exception's type and errno (python/kbv/worker.py). Trusted only from the reference: the
+  // candidate's process can write anything on its own channel (judge/harness_fault.hpp).
+  std::string resource;
+  // Died: the worker sent a line that is not a message (rather than exiting or closing).
+  bool malformed = false;
   bool ok() const { return status == Status::Ok; }
 };
 
@@ -98,6 +108,8 @@ class WorkerProcess {
   nlohmann::json isolation_ = nlohmann::json::object();
   bool exited_ = false;
   int wait_status_ = 0;
+  bool overlong_ = false;  // a line longer than kMaxMessageBytes arrived: a malformed message
+  static constexpr size_t kMaxMessageBytes = 64u << 20;
   std::optional<ScratchQuotaWatch> quota_;
   std::optional<std::string> quota_failure_;
 };

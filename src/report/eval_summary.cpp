@@ -30,8 +30,15 @@ std::string mib(const json& bytes) {
 
 std::string summary(const Result& r) {
   std::string out = fmt::format("{}: {}\n", to_string(r.verdict), r.reason);
-  out += fmt::format("  problem        {}{}\n", r.problem.value("name", std::string("?")),
-                     r.problem.value("degenerate", false) ? "  (DEGENERATE: see flags)" : "");
+  if (r.harness_fault) {
+    out += fmt::format("  harness fault  {} while {}\n", to_string(r.harness_fault->kind),
+                       r.harness_fault->stage);
+  }
+  // A harness fault may come before the problem was loaded: no name to show then.
+  if (!r.harness_fault || r.problem.contains("name")) {
+    out += fmt::format("  problem        {}{}\n", r.problem.value("name", std::string("?")),
+                       r.problem.value("degenerate", false) ? "  (DEGENERATE: see flags)" : "");
+  }
   out += fmt::format(
       "  protocol       {} v{}  on {}\n", r.protocol.value("name", std::string("?")),
       r.protocol.value("version", 0),

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "report/metrics.hpp"
+
 namespace kbv::report {
 
 using nlohmann::json;
@@ -15,6 +17,8 @@ std::string json_lines(const std::vector<json>& results) {
 std::map<std::string, json> kernelbench_files(const std::vector<json>& results) {
   std::map<std::string, json> files;
   for (const auto& r : results) {
+    // KernelBench's files are figures (compiled, correctness): a fault of kbv is in none.
+    if (is_harness_error(r)) continue;
     const auto& row = r["_row"];
     std::string level = row["level"].is_number() ? std::to_string(row["level"].get<int>()) : "0";
     std::string problem_id = row["problem_id"].is_number()

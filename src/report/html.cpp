@@ -69,6 +69,9 @@ std::string html_report(const Report& r, GroupBy by) {
       "<p>{} results. Rates are over every task of the group (failures "
       "included); intervals are {:g}% bootstrap intervals over tasks.</p>\n",
       r.results, 100 * r.options.confidence);
+  if (!r.harness_errors.empty()) {
+    out += "<p>" + svg::escape(harness_errors_note(r.harness_errors)) + "</p>\n";
+  }
   for (const auto& s : r.sections) {
     out += fmt::format("<h2>Protocol <code>{}</code></h2>\n", svg::escape(s.protocol));
     for (bool best : {false, true}) {
@@ -157,6 +160,10 @@ std::string html_report(const Report& r, GroupBy by) {
   list("Degenerate (output does not depend on the inputs)", r.degenerate_problems);
   list("Reference fails against float64", r.reference_fails_float64_problems);
   out += "<h2>Results</h2>\n" + html_tasks(r.tasks);
+  if (!r.harness_errors.empty()) {
+    out += "<h2>Harness errors (faults of kbv, left out of every figure)</h2>\n" +
+           html(harness_errors(r.harness_errors));
+  }
   return html_page("kbv report", kReportCss, out);
 }
 

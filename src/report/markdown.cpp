@@ -20,6 +20,7 @@ std::string markdown_report(const Report& r, GroupBy by) {
       "column says otherwise; intervals are {:g}% bootstrap intervals over tasks; "
       "see docs/reporting.md.\n\n",
       100 * r.options.confidence);
+  if (!r.harness_errors.empty()) out += harness_errors_note(r.harness_errors) + "\n\n";
   if (r.sections.empty()) out += "No results.\n\n";
   for (const auto& s : r.sections) {
     out += fmt::format("## Protocol `{}`\n\n", s.protocol);
@@ -49,6 +50,10 @@ std::string markdown_report(const Report& r, GroupBy by) {
   };
   list("Degenerate (output does not depend on the inputs)", r.degenerate_problems);
   list("Reference fails against float64", r.reference_fails_float64_problems);
+  if (!r.harness_errors.empty()) {
+    out += "## Harness errors (faults of kbv, left out of every figure)\n\n" +
+           markdown(harness_errors(r.harness_errors));
+  }
   return out;
 }
 

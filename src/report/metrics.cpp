@@ -521,10 +521,19 @@ json TaskRow::to_json() const {
           {"candidate_path", candidate_path}};
 }
 
+json HarnessErrorRow::to_json() const {
+  json out = task.to_json();
+  out["harness_fault"] = {{"kind", kind}, {"stage", stage}};
+  return out;
+}
+
+bool is_harness_error(const json& result) { return verdict_of(result) == "harness_error"; }
+
 json Report::to_json() const {
-  json secs = json::array(), rows = json::array();
+  json secs = json::array(), rows = json::array(), faults = json::array();
   for (const auto& s : sections) secs.push_back(s.to_json());
   for (const auto& t : tasks) rows.push_back(t.to_json());
+  for (const auto& h : harness_errors) faults.push_back(h.to_json());
   json fast = json::array();
   for (double p : options.fast_p) fast.push_back(p);
   return {{"schema", "kbv.report/1"},
@@ -539,7 +548,8 @@ json Report::to_json() const {
           {"protocols", protocols ? protocols->to_json() : json(nullptr)},
           {"degenerate_problems", degenerate_problems},
           {"reference_fails_float64_problems", reference_fails_float64_problems},
-          {"tasks", rows}};
+          {"tasks", rows},
+          {"harness_errors", faults}};
 }
 
 Report build_report(const std::vector<json>& results, const Options& options) {
@@ -549,6 +559,13 @@ Report build_report(const std::vector<json>& results, const Options& options) {
   std::map<std::string, std::vector<const json*>> by_protocol;
   std::set<std::string> degenerate, fails64;
   for (const auto& r : results) {
+    if (is_harness_error(r)) {
+      // Not a verdict: in no figure, no group, no comparison, no task row; listed apart.
+      const json& fault = at(r, "harness_fault");
+      report.harness_errors.push_back(
+          {task_row(r), text(fault, "kind", "internal"), text(fault, "stage")});
+      continue;
+    }
     by_protocol[protocol_of(r)].push_back(&r);
     if (at(r, "problem").is_object() && at(r, "problem").value("degenerate", false)) {
       degenerate.insert(problem_label(r));
@@ -561,11 +578,14 @@ Report build_report(const std::vector<json>& results, const Options& options) {
   }
   report.degenerate_problems.assign(degenerate.begin(), degenerate.end());
   report.reference_fails_float64_problems.assign(fails64.begin(), fails64.end());
+  const auto order = [](const TaskRow& a, const TaskRow& b) {
+    return std::tie(a.protocol, a.run, a.level, a.problem_id, a.problem, a.sample) <
+           std::tie(b.protocol, b.run, b.level, b.problem_id, b.problem, b.sample);
+  };
+  std::stable_sort(report.tasks.begin(), report.tasks.end(), order);
   std::stable_sort(
-      report.tasks.begin(), report.tasks.end(), [](const TaskRow& a, const TaskRow& b) {
-        return std::tie(a.protocol, a.run, a.level, a.problem_id, a.problem, a.sample) <
-               std::tie(b.protocol, b.run, b.level, b.problem_id, b.problem, b.sample);
-      });
+      report.harness_errors.begin(), report.harness_errors.end(),
+      [&](const HarnessErrorRow& a, const HarnessErrorRow& b) { return order(a.task, b.task); });
   for (const auto& [protocol, rs] : by_protocol) {
     Section s;
     s.protocol = protocol;

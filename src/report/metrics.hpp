@@ -102,18 +102,33 @@ struct TaskRow {
   nlohmann::json to_json() const;
 };
 
+// A stored harness_error: a fault of kbv itself (docs/result.md), not a verdict on the candidate.
+// It is in no figure and no table row; reports list it, with its reason, under the tables.
+struct HarnessErrorRow {
+  TaskRow task;      // verdict "harness_error", reason, and where it came from
+  std::string kind;  // disk_full, reference_crashed, out_of_memory, channel, internal
+  std::string stage;
+  nlohmann::json to_json() const;
+};
+
 struct Report {
   Options options;
-  int results = 0;
+  int results = 0;                // every stored result, harness errors included
   std::vector<Section> sections;  // one per protocol, by name
   std::optional<ProtocolComparison> protocols;
   std::vector<std::string> degenerate_problems;               // "level1/19_ReLU"
   std::vector<std::string> reference_fails_float64_problems;  // same form
   std::vector<TaskRow> tasks;  // ordered by protocol, run, level, problem id, problem, sample
+  std::vector<HarnessErrorRow> harness_errors;  // left out of everything above; same order
   nlohmann::json to_json() const;
 };
 
+// Harness errors (verdict `harness_error`) are left out of every figure, group, comparison and
+// task row, and listed in `harness_errors`.
 Report build_report(const std::vector<nlohmann::json>& results, const Options& options = {});
+
+// A stored result that is a fault of kbv rather than a verdict (exports leave it out too).
+bool is_harness_error(const nlohmann::json& result);
 
 // The geometric mean of positive values with a percentile-bootstrap interval (tasks resampled
 // with replacement, deterministic given the seed); exposed for the tests.

@@ -75,6 +75,8 @@ Comparison compare(const std::vector<json>& a, const std::vector<json>& b, const
       c.groups.push_back(std::move(g));
     }
   }
+  c.harness_errors_a = ra.harness_errors;
+  c.harness_errors_b = rb.harness_errors;
   const auto va = verdicts_of(ra), vb = verdicts_of(rb);
   for (const auto& [id, verdict] : va) {
     auto it = vb.find(id);
@@ -99,10 +101,14 @@ json GroupDiff::to_json() const {
 json Comparison::to_json() const {
   json gs = json::array();
   for (const auto& g : groups) gs.push_back(g.to_json());
+  json ha = json::array(), hb = json::array();
+  for (const auto& h : harness_errors_a) ha.push_back(h.to_json());
+  for (const auto& h : harness_errors_b) hb.push_back(h.to_json());
   return {{"schema", "kbv.compare/1"},
           {"a", label_a},
           {"b", label_b},
           {"groups", gs},
+          {"harness_errors", {{"a", ha}, {"b", hb}}},
           {"candidates",
            {{"matched", matched},
             {"same_verdict", same_verdict},
@@ -135,10 +141,29 @@ bool shown(const GroupDiff& g, GroupBy by) {
 }
 
 std::string candidates_line(const Comparison& c) {
-  return fmt::format(
+  std::string line = fmt::format(
       "{} candidates in both (same protocol, run, level, problem, sample): {} with the same "
       "verdict, {} correct only in {}, {} correct only in {}.",
       c.matched, c.same_verdict, c.correct_only_in_a, c.label_a, c.correct_only_in_b, c.label_b);
+  if (!c.harness_errors_a.empty() || !c.harness_errors_b.empty()) {
+    line += fmt::format(
+        " Harness errors (faults of kbv, not verdicts) left out of every figure and match: {} in "
+        "{}, {} in {}.",
+        c.harness_errors_a.size(), c.label_a, c.harness_errors_b.size(), c.label_b);
+  }
+  return line;
+}
+
+// The harness errors of both sides, listed under the tables.
+std::string harness_errors_markdown(const Comparison& c) {
+  std::string out;
+  for (const auto& [label, rows] :
+       {std::pair{&c.label_a, &c.harness_errors_a}, std::pair{&c.label_b, &c.harness_errors_b}}) {
+    if (rows->empty()) continue;
+    out += fmt::format("## Harness errors of {} (left out of every figure)\n\n", *label) +
+           tables::markdown(tables::harness_errors(*rows));
+  }
+  return out;
 }
 
 std::string markdown(const Comparison& c, GroupBy by) {
@@ -148,7 +173,7 @@ std::string markdown(const Comparison& c, GroupBy by) {
     if (!shown(g, by)) continue;
     out += fmt::format("## {}\n\n", title(g)) + tables::markdown(diff_table(c, g));
   }
-  return out;
+  return out + harness_errors_markdown(c);
 }
 
 std::string csv(const Comparison& c) {
@@ -187,6 +212,13 @@ std::string html(const Comparison& c, GroupBy by) {
   for (const auto& g : c.groups) {
     if (!shown(g, by)) continue;
     out += fmt::format("<h3>{}</h3>\n", svg::escape(title(g))) + tables::html(diff_table(c, g));
+  }
+  for (const auto& [label, rows] :
+       {std::pair{&c.label_a, &c.harness_errors_a}, std::pair{&c.label_b, &c.harness_errors_b}}) {
+    if (rows->empty()) continue;
+    out += fmt::format("<h3>Harness errors of {} (left out of every figure)</h3>\n",
+                       svg::escape(*label)) +
+           tables::html(tables::harness_errors(*rows));
   }
   return tables::html_page("kbv compare", "", out);
 }

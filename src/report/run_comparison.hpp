@@ -32,6 +32,8 @@ struct Comparison {
   int matched = 0;       // candidates in both
   int same_verdict = 0;  // of those, same verdict on both sides
   int correct_only_in_a = 0, correct_only_in_b = 0;
+  // Harness errors of each side: in no figure and matched with nothing; counted and listed.
+  std::vector<HarnessErrorRow> harness_errors_a, harness_errors_b;
   nlohmann::json to_json() const;
 };
 

@@ -117,6 +117,25 @@ Table disagreement(const ProtocolComparison& pc) {
   return t;
 }
 
+Table harness_errors(const std::vector<HarnessErrorRow>& rows) {
+  Table t{{"run", "level", "problem", "sample", "protocol", "kind", "while", "reason"}, {}};
+  const auto opt = [](const std::optional<int>& v) { return v ? std::to_string(*v) : "-"; };
+  for (const auto& h : rows) {
+    t.rows.push_back({h.task.run, opt(h.task.level), h.task.problem, opt(h.task.sample),
+                      h.task.protocol, h.kind, h.stage, h.task.reason});
+  }
+  return t;
+}
+
+std::string harness_errors_note(const std::vector<HarnessErrorRow>& rows) {
+  if (rows.empty()) return "";
+  return fmt::format(
+      "{} harness error{} (faults of kbv itself, not verdicts on the candidates) {} left out of "
+      "every figure and listed at the end; a rerun of kbv run evaluates {} again.",
+      rows.size(), rows.size() == 1 ? "" : "s", rows.size() == 1 ? "is" : "are",
+      rows.size() == 1 ? "it" : "them");
+}
+
 std::string markdown(const Table& t) {
   const auto cell = [](std::string s) {
     std::string out;

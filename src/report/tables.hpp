@@ -40,6 +40,10 @@ Table speed(const std::vector<LabelledFigures>& rows, const std::string& first, 
 Table memory(const std::vector<LabelledFigures>& rows, const std::string& first, double band);
 Table protocols(const ProtocolComparison& pc);
 Table disagreement(const ProtocolComparison& pc);
+// The harness errors kbv report lists under its tables (in none of them): where, kind, reason.
+Table harness_errors(const std::vector<HarnessErrorRow>& rows);
+// "N harness errors (faults of kbv, not verdicts) are left out of every figure: listed below."
+std::string harness_errors_note(const std::vector<HarnessErrorRow>& rows);
 
 std::string markdown(const Table& t);
 std::string html(const Table& t);

@@ -17,6 +17,7 @@
 #include "eval/evaluator.hpp"
 #include "eval/reference_session.hpp"
 #include "eval/workspace.hpp"
+#include "judge/harness_fault.hpp"
 #include "judge/stage_failure.hpp"
 #include "orchestrate/build_cache.hpp"
 #include "schedule/build_ahead.hpp"
@@ -71,7 +72,8 @@ WorkList work_left(const std::vector<Task>& found, const store::Store& db,
         ++summary.already_done;
         continue;
       }
-      ++summary.evaluated_again;
+      ++(stored->value("verdict", "") == "harness_error" ? summary.harness_errors_again
+                                                         : summary.evaluated_again);
     }
     work.tasks.push_back(task);
     work.keys.push_back(key);
@@ -223,6 +225,19 @@ class DeviceThread {
     }
   }
 
+  // A harness_error result for a task whose evaluation failed outside the evaluator.
+  Result harness_error_result(const Task& t, HarnessFault fault) const {
+    Result result;
+    result.verdict = Verdict::HarnessError;
+    result.reason = fault.reason();
+    result.harness_fault = std::move(fault);
+    result.candidate = {{"path", fs::absolute(t.candidate.path).string()}};
+    result.problem = {{"path", fs::absolute(t.problem.path).string()}, {"name", t.problem.name}};
+    result.protocol = {{"name", run_.request.settings.settings.protocol}};
+    result.limits = run_.request.settings.limits.to_json();
+    return result;
+  }
+
   // A failure while other evaluations shared the device may be theirs (device memory taken, a
   // hang slowing every context): the candidate is evaluated again with the device to itself, and
   // that verdict stands.
@@ -265,16 +280,9 @@ class DeviceThread {
       }
       return true;
     } catch (const std::exception& error) {
-      // A fault inside kbv on this one task (the evaluator turns the candidate's own doings into
-      // verdicts) must not end every other evaluation of the run: it is reported, nothing is
-      // stored, and a rerun retries the task.
-      std::lock_guard guard(run_.lock);
-      run_.summary.failed_inside_kbv.push_back({t.candidate.path, error.what()});
-      run_.log(
-          fmt::format("evaluating {} failed inside kbv: {}; nothing stored, a rerun retries "
-                      "it",
-                      t.candidate.path.string(), error.what()));
-      return true;
+      // The evaluator turns faults inside an evaluation into harness_error results itself; this
+      // is one outside it (the retry, the gate). The same outcome: stored, the run goes on.
+      result = harness_error_result(t, judge::classify_exception(error, "evaluating the task"));
     }
     {
       // The build ahead of evaluation is this result's compile time too.
@@ -289,16 +297,31 @@ class DeviceThread {
       run_.summary.reference_sessions += reference_.sessions_started - sessions_counted_;
       sessions_counted_ = reference_.sessions_started;
     }
-    run_.db.put({run_.work.keys[i], t.candidate.run, t.problem.name, t.candidate.level,
-                 t.candidate.problem_id, t.candidate.sample},
-                result.to_json());
+    bool stored = true;
+    try {
+      run_.db.put({run_.work.keys[i], t.candidate.run, t.problem.name, t.candidate.level,
+                   t.candidate.problem_id, t.candidate.sample},
+                  result.to_json());
+    } catch (const std::exception& error) {
+      // Storing failed (the database's disk is full): kbv's fault, reported; a rerun retries the
+      // task, since nothing is stored for it.
+      stored = false;
+      auto fault = judge::classify_exception(error, "storing the result");
+      result = harness_error_result(t, fault);
+    }
     bool healthy = true;
     if (device_.starts_with("cuda") &&
-        (result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout)) {
+        (result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout ||
+         result.verdict == Verdict::HarnessError)) {
       healthy = device_healthy(device_);
     }
     std::lock_guard guard(run_.lock);
     auto& summary = run_.summary;
+    if (result.verdict == Verdict::HarnessError && result.harness_fault) {
+      summary.harness_errors.push_back({t.candidate.path,
+                                        std::string(to_string(result.harness_fault->kind)),
+                                        result.reason, stored});
+    }
     ++summary.evaluated;
     ++run_.finished;
     summary.verdicts[std::string(to_string(result.verdict))] += 1;
@@ -357,12 +380,18 @@ SuiteSummary run_suite(const SuiteRequest& request) {
 
   store::Store db(request.database);
   const WorkList work = work_left(found.tasks, db, request, summary);
+  std::string again;
+  if (summary.evaluated_again > 0) {
+    again +=
+        fmt::format("{} stored timeouts again, under a longer timeout", summary.evaluated_again);
+  }
+  if (summary.harness_errors_again > 0) {
+    again += fmt::format("{}{} stored harness errors again", again.empty() ? "" : "; ",
+                         summary.harness_errors_again);
+  }
   log(fmt::format("{} tasks: {} already in {}, {} to evaluate{}", summary.tasks,
                   summary.already_done, request.database.string(), work.tasks.size(),
-                  summary.evaluated_again > 0
-                      ? fmt::format(" ({} stored timeouts again, under a longer timeout)",
-                                    summary.evaluated_again)
-                      : ""));
+                  again.empty() ? "" : " (" + again + ")"));
   if (work.tasks.empty()) return summary;
 
   const auto& work_dir = request.settings.placement.work_dir;

@@ -30,19 +30,29 @@ struct SuiteRequest {
   int workers_per_device = 0;
 };
 
+// A task that ended as harness_error: a fault of kbv, not a verdict on the candidate.
+struct HarnessErrorNote {
+  std::filesystem::path path;  // the candidate
+  std::string kind;            // disk_full, reference_crashed, out_of_memory, channel, internal
+  std::string reason;
+  bool stored = true;  // false when even storing it failed (the database's disk is full)
+};
+
 struct SuiteSummary {
   int tasks = 0;
   int already_done = 0;
-  int evaluated_again = 0;  // stored timeouts retried under a longer timeout
+  int evaluated_again = 0;       // stored timeouts retried under a longer timeout
+  int harness_errors_again = 0;  // stored harness errors evaluated again (always)
   int evaluated = 0;
   std::map<std::string, int> verdicts;
   std::vector<Unmatched> unmatched;
   // Problems the reference could not load or run: their tasks were not evaluated (nothing is
   // stored, so a rerun retries them). Always reported, also in quiet mode.
   std::vector<Unmatched> broken_problems;
-  // Tasks whose evaluation failed inside kbv itself (not a verdict): nothing is stored, so a
-  // rerun retries them. Always reported.
-  std::vector<Unmatched> failed_inside_kbv;
+  // Tasks that ended as harness_error (kbv's own fault, including kbv's own bugs, which were once
+  // "failed inside kbv"): stored so a user sees them, left out of every figure of kbv report, and
+  // evaluated again by a rerun. Always reported.
+  std::vector<HarnessErrorNote> harness_errors;
   double build_seconds = 0, evaluation_seconds = 0;
   // Where the time went, summed over this run's results (durations_s.split of each): compile
   // (the build ahead of evaluation plus loading the candidate), reference (calls to the

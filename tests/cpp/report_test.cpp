@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "report/export.hpp"
 #include "report/metrics.hpp"
 #include "report/render.hpp"
 #include "report/run_comparison.hpp"
@@ -493,6 +494,58 @@ TEST(ReportRender, MarkdownCsvJson) {
   EXPECT_EQ(parse_format("pdf"), std::nullopt);
   EXPECT_EQ(parse_group_by("model"), GroupBy::Run);
   EXPECT_EQ(parse_group_by("level"), GroupBy::Level);
+}
+
+// A harness error (a fault of kbv, docs/result.md) in the database changes no figure: the report
+// of five tasks plus one harness error has the five tasks' figures, and lists the fault apart.
+json harness_error(std::string problem, std::string kind) {
+  Spec s = failed(std::move(problem), "harness_error");
+  json r = make(s);
+  r["correctness"] = json::object();
+  r["reason"] = "a fault of kbv itself (" + kind + ")";
+  r["harness_fault"] = {{"kind", kind}, {"stage", "drawing the hidden cases"}, {"detail", "x"}};
+  return r;
+}
+
+TEST(ReportHarnessErrors, LeftOutOfEveryFigureAndListed) {
+  const auto five = five_tasks();
+  auto with = five;
+  with.push_back(harness_error("g", "reference_crashed"));
+  with.push_back(harness_error("a", "disk_full"));  // beside a correct sample of the same problem
+  const Report plain = build_report(five), r = build_report(with);
+  EXPECT_EQ(r.results, 7);
+  ASSERT_EQ(r.sections.size(), 1u);
+  EXPECT_EQ(scalars(r.sections[0].overall.figures), scalars(plain.sections[0].overall.figures));
+  EXPECT_EQ(r.sections[0].overall.figures.tasks, 5);
+  EXPECT_FALSE(r.sections[0].overall.figures.verdicts.contains("harness_error"));
+  EXPECT_EQ(r.tasks.size(), 5u);
+  ASSERT_EQ(r.harness_errors.size(), 2u);
+  EXPECT_EQ(r.harness_errors[0].kind, "disk_full");  // problem "a" sorts first
+  EXPECT_EQ(r.harness_errors[1].task.problem, "g");
+  EXPECT_EQ(r.harness_errors[1].stage, "drawing the hidden cases");
+  const std::string md = render(r, Format::Markdown, GroupBy::Run);
+  EXPECT_NE(md.find("2 harness errors"), std::string::npos);
+  EXPECT_NE(md.find("## Harness errors"), std::string::npos);
+  EXPECT_NE(md.find("| reference_crashed |"), std::string::npos);
+  EXPECT_EQ(render(r, Format::Csv), render(plain, Format::Csv));
+  EXPECT_EQ(json::parse(render(r, Format::Json))["harness_errors"].size(), 2u);
+  EXPECT_NE(render(r, Format::Html).find("Harness errors"), std::string::npos);
+  // Exports: KernelBench's files (figures) leave it out; JSON Lines keeps every row.
+  size_t entries = 0;
+  for (const auto& [file, content] : kernelbench_files(with)) {
+    for (const auto& [id, samples] : content.items()) entries += samples.size();
+  }
+  EXPECT_EQ(entries, 5u);
+  EXPECT_EQ(occurrences(json_lines(with), "\n"), 7u);
+  // kbv compare: matched candidates and figures as without it; counted per side.
+  const Comparison c = compare(five, with);
+  EXPECT_EQ(c.matched, 5);
+  EXPECT_EQ(c.same_verdict, 5);
+  EXPECT_EQ(c.harness_errors_b.size(), 2u);
+  for (const auto& f : c.groups[0].figures) {
+    if (f.diff) EXPECT_EQ(*f.diff, 0) << f.name;
+  }
+  EXPECT_NE(render(c, Format::Markdown).find("Harness errors of B"), std::string::npos);
 }
 
 TEST(ReportCompare, SideBySideWithDifferences) {

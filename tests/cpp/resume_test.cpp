@@ -30,6 +30,11 @@ TEST(Resume, StoredTimeoutIsEvaluatedAgainOnlyUnderALongerTimeout) {
   EXPECT_TRUE(evaluate_again(stored("timeout", 900, 120), limits(1800, 120)));
 }
 
+TEST(Resume, StoredHarnessErrorIsAlwaysEvaluatedAgain) {
+  EXPECT_TRUE(evaluate_again(stored("harness_error", 900, 120), limits(900, 120)));
+  EXPECT_TRUE(evaluate_again(json{{"verdict", "harness_error"}}, limits(1, 1)));
+}
+
 TEST(Resume, OtherVerdictsAndOldRowsAreKept) {
   for (const char* verdict :
        {"correct", "incorrect", "rejected", "compile_error", "runtime_error"}) {
