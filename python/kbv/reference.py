@@ -155,7 +155,7 @@ class ReferenceRole:
             case = None
         cached = case is not None
         if case is None:
-            case = self._draw_case(case_id, key, request["secret"])
+            case = self._with_room(lambda: self._draw_case(case_id, key, request["secret"]))
             self.cases[case_id] = case
         self.cases.move_to_end(case_id)
         if request.get("pin"):
@@ -183,7 +183,9 @@ class ReferenceRole:
         if request.get("inputs", True):  # not when the candidate reuses blocks it kept
             inputs = case.inputs
             if request.get("fresh"):
-                inputs = shared.allocate(case.inputs.as_list(), self.device)
+                inputs = self._with_room(
+                    lambda: shared.allocate(case.inputs.as_list(), self.device)
+                )
                 self.blocks[inputs.token] = inputs
             self.expected[inputs.token] = dict(case.checksums)
             answer["inputs"] = inputs.layout
@@ -600,6 +602,18 @@ class ReferenceRole:
         return figures
 
     # -- the store ----------------------------------------------------------------------------
+    def _with_room(self, make):
+        """`make()`, tried once more with every case not in use let go when the device ran out
+        of memory (the cases kept for later candidates are only a cache). A second failure is
+        the harness's out-of-memory (never the candidate's)."""
+        try:
+            return make()
+        except (torch.OutOfMemoryError, RuntimeError) as error:
+            if not _out_of_memory(error):
+                raise
+        self._evict(0, everything=True)
+        return make()
+
     def _resident(self, case_id: str) -> Case:
         case = self.cases.get(case_id)
         if case is None:
@@ -756,6 +770,10 @@ def _release_cached(device: torch.device) -> None:
     caching allocator would otherwise keep them for this one."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, torch.OutOfMemoryError) or "OUT_OF_MEMORY" in str(error)
 
 
 def _require_tensors(outputs: list) -> None:

@@ -74,7 +74,12 @@ def serve(role, channel: Channel) -> None:
 # "... No space left on device (os error 28)") and torch's CPU allocator (a RuntimeError:
 # "DefaultCPUAllocator: can't allocate memory").
 _DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "os error 28", "os error 122")
-_OUT_OF_MEMORY_WORDS = ("can't allocate memory", "CUDA out of memory", "Cannot allocate memory")
+_OUT_OF_MEMORY_WORDS = (
+    "can't allocate memory",
+    "CUDA out of memory",
+    "Cannot allocate memory",
+    "CUDA_ERROR_OUT_OF_MEMORY",  # kbv_native: a shared block the driver could not make
+)
 
 
 def _resource(error: BaseException) -> str | None:

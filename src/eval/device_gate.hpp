@@ -26,6 +26,7 @@ class DeviceGate {
     Hold& operator=(const Hold&) = delete;
     ~Hold();
     void release();
+    bool held() const { return gate_ != nullptr; }
 
    private:
     DeviceGate* gate_ = nullptr;

@@ -166,17 +166,14 @@ class Evaluation {
     auto t = Clock::now();
     workers.set_stage("reference");
     say("drawing input families and golden outputs");
+    // A problem too large to share the device with other evaluations has it to itself from
+    // here on: known from its inputs before any case is drawn, or from the memory plan after
+    // the first (its timing run asks for the device again, a no-op).
+    const int evaluations = request_.placement.evaluations_per_device;
+    if (loaded_needs_device_alone(session.loaded, evaluations)) take_device_alone(workers, "");
     prepare(session, default_redraw(session.loaded, protocol_), workers);
     result.durations_s["reference"] = seconds_since(t) + lease_.ahead_wait_s;
-    // A problem too large to share the device with other evaluations has it to itself from
-    // here on (the memory plan; its timing run asks for it again, a no-op).
-    if (session.plan && session.plan->alone && request_.placement.gate) {
-      alone_ = workers.exclusive();
-      findings_.add("evaluated_alone", Severity::Info,
-                    fmt::format("the problem's cases need more than its share of the device "
-                                "({}): evaluated with the device alone",
-                                session.plan->fits));
-    }
+    if (session.plan && session.plan->alone) take_device_alone(workers, session.plan->fits);
 
     t = Clock::now();
     workers.set_stage("candidate_load");
@@ -304,6 +301,16 @@ class Evaluation {
       draw_session_cases(session, protocol_, redraw, request_.problem, workers.reference_call(),
                          request_.placement.evaluations_per_device);
     }
+  }
+
+  void take_device_alone(WorkerExchange& workers, const std::string& fits) {
+    if (!request_.placement.gate || alone_.held()) return;
+    alone_ = workers.exclusive();
+    findings_.add("evaluated_alone", Severity::Info,
+                  fmt::format("the problem needs more than its share of the device{}: evaluated "
+                              "with the device alone",
+                              fits.empty() ? " (its inputs alone, before any case was drawn)"
+                                           : " (" + fits + ")"));
   }
 
   // Draws the reference replaced (a family whose reference output was non-finite): reported.

@@ -52,4 +52,10 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
   return plan;
 }
 
+bool needs_device_alone(double input_bytes, double state_bytes, double device_bytes,
+                        int evaluations_per_device) {
+  if (evaluations_per_device <= 1 || device_bytes <= 0) return false;
+  return kWorkingFactor * (input_bytes + state_bytes) > device_bytes / evaluations_per_device;
+}
+
 }  // namespace kbv::eval

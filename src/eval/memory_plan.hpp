@@ -38,4 +38,14 @@ inline constexpr double kCacheShare = 0.30;
 
 MemoryPlan plan_memory(const MemoryFacts& facts);
 
+// Known before any case is drawn (the problem's inputs and state, described at load): whether
+// one evaluation of the problem may need more than its share of the device. Drawing a case
+// holds its draw and its shared block (2x the inputs), the float64 run their double (2x) and
+// its intermediates (2x), and the candidate runs on the same inputs beside the reference's
+// outputs: about 8x the inputs in all. On the H200 with four evaluations side by side, two such
+// problems at once ran the device out of memory (session 9, call 2).
+inline constexpr double kWorkingFactor = 8.0;
+bool needs_device_alone(double input_bytes, double state_bytes, double device_bytes,
+                        int evaluations_per_device);
+
 }  // namespace kbv::eval

@@ -90,6 +90,14 @@ MemoryFacts facts_of(const ReferenceSession& session, const json& first, const P
 
 }  // namespace
 
+bool loaded_needs_device_alone(const json& loaded, int evaluations_per_device) {
+  const json memory = loaded.value("memory", json::object());
+  if (memory.value("kind", "") != "device") return false;
+  const json sizes = loaded.value("sizes", json::object());
+  return needs_device_alone(sizes.value("input_bytes", 0.0), sizes.value("state_bytes", 0.0),
+                            memory.value("total_bytes", 0.0), evaluations_per_device);
+}
+
 double dtype_bytes(const std::string& dtype) {
   if (dtype == "float64" || dtype == "int64" || dtype == "complex64") return 8;
   if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") return 2;
@@ -228,8 +236,12 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
         return s->worker->call(message, reference_timeout(request.limits));
       };
       load_problem_into(*s, request, call);
-      draw_session_cases(*s, protocol, default_redraw(s->loaded, protocol), request.problem, call,
-                         request.placement.evaluations_per_device);
+      // A problem too large to share the device is drawn by its own evaluation, which has the
+      // device alone by then: drawn ahead, beside another evaluation, it may not fit.
+      if (!loaded_needs_device_alone(s->loaded, request.placement.evaluations_per_device)) {
+        draw_session_cases(*s, protocol, default_redraw(s->loaded, protocol), request.problem,
+                           call, request.placement.evaluations_per_device);
+      }
       s->prepared_ahead = true;
     } catch (const std::exception& error) {
       s->ahead_error = error.what();

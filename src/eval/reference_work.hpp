@@ -37,6 +37,10 @@ void load_problem_into(ReferenceSession& session, const EvalRequest& request,
 // preparation of its own).
 nlohmann::json default_redraw(const nlohmann::json& loaded, const Protocol& protocol);
 
+// Whether the loaded problem (its load_problem answer) is too large to share its device with
+// the other evaluations there (memory_plan's needs_device_alone); false on the host.
+bool loaded_needs_device_alone(const nlohmann::json& loaded, int evaluations_per_device);
+
 // Bytes of one element of a tensor dtype named as torch names it.
 double dtype_bytes(const std::string& dtype);
 

@@ -244,8 +244,13 @@ class DeviceThread {
   Result evaluate_with_retry(EvalRequest& eval) {
     Result result = eval::evaluate(eval);
     eval.placement.prestarted.reset();  // the evaluation stopped it; this frees its folder now
-    if (shared_device_ &&
-        (result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout)) {
+    // The reference out of device memory while others shared the device is retried alone too:
+    // their cases and workers held the memory (KernelBench's largest problems at their sizes).
+    const bool reference_memory = result.verdict == Verdict::HarnessError &&
+                                  result.harness_fault &&
+                                  result.harness_fault->kind == FaultKind::OutOfMemory;
+    if (shared_device_ && (result.verdict == Verdict::RuntimeError ||
+                           result.verdict == Verdict::Timeout || reference_memory)) {
       auto alone = gate_->exclusive();
       EvalRequest solo = eval;
       solo.placement.gate = nullptr;

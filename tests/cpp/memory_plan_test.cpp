@@ -76,3 +76,17 @@ TEST(MemoryPlan, ZeroSizedCasesDoNotDivideByZero) {
 
 }  // namespace
 }  // namespace kbv::eval
+
+namespace kbv::eval {
+namespace {
+
+TEST(MemoryPlan, InputsAloneSayWhenAProblemMustHaveTheDeviceToItself) {
+  // 19_ReLU's 6.4 GB of inputs need about 51 GB at their peak: more than a quarter of an H200.
+  EXPECT_TRUE(needs_device_alone(6.4e9, 0, 141e9, 4));
+  EXPECT_FALSE(needs_device_alone(6.4e9, 0, 141e9, 1));  // nobody else there
+  EXPECT_FALSE(needs_device_alone(0.5e9, 0.1e9, 141e9, 4));
+  EXPECT_FALSE(needs_device_alone(6.4e9, 0, 0, 4));  // no device figure: the host
+}
+
+}  // namespace
+}  // namespace kbv::eval
