@@ -276,6 +276,10 @@ int main(int argc, char** argv) {
   auditor->add_option("--out,-o", audit_out, "write the table here (default: standard output)");
   auditor->add_option("--format", audit_format, "md (default), csv or json")
       ->check(CLI::IsMember({"md", "csv", "json"}));
+  bool audit_table_only = false;
+  auditor->add_flag("--table-only", audit_table_only,
+                    "render the table from --db without evaluating anything (e.g. after a run "
+                    "that was stopped)");
   auditor->add_option("--devices", audit_devices, "all, cpu, or cuda:0,cuda:1,...");
   auditor->add_option("--workers-per-device", audit_suite.workers_per_device,
                       "evaluations at once on each device (as kbv run)")
@@ -371,9 +375,15 @@ int main(int argc, char** argv) {
       }
       audit_suite.settings = audit_options.request;
       if (!audit_devices.empty()) audit_suite.devices = kbv::schedule::parse_devices(audit_devices);
-      reclaim_leftovers(audit_suite.settings);
-      auto summary = kbv::schedule::run_audit(audit_suite);
-      print_summary(summary, audit_suite);
+      kbv::schedule::SuiteSummary summary;
+      if (!audit_table_only) {
+        reclaim_leftovers(audit_suite.settings);
+        summary = kbv::schedule::run_audit(audit_suite);
+        print_summary(summary, audit_suite);
+      } else if (!fs::exists(audit_suite.database)) {
+        fmt::print(stderr, "kbv: database {} does not exist\n", audit_suite.database.string());
+        return kExitUsage;
+      }
       auto rows = kbv::report::audit_rows(kbv::store::Store(audit_suite.database).results());
       // A problem whose reference cannot be loaded or drawn is a finding of the audit too.
       for (const auto& broken : summary.broken_problems) {

@@ -514,8 +514,13 @@ def host_and_device_agree(host: dict, device: dict):
     assert device["first_nonfinite_mismatch"] == host["first_nonfinite_mismatch"]
     for key in ("x_at_worst", "y_at_worst", "x_at_first_nonfinite", "y_at_first_nonfinite"):
         assert str(device[key]) == str(host[key])
-    for key in ("numel", "elements_over", "nonfinite_mismatches", "max_abs", "scale"):
+    for key in ("numel", "elements_over", "nonfinite_mismatches", "max_abs"):
         assert device["figures"][key] == host["figures"][key], key
+    # The scale is a sum over the elements: the device adds them in another order (seen on the
+    # H200: 9.990486289093308 against 9.990486289093319).
+    assert decoded(device["figures"]["scale"]) == pytest.approx(
+        decoded(host["figures"]["scale"]), rel=1e-12
+    )
     for key in ("max_rel", "worst_elem_ratio", "normwise_rel"):
         assert decoded(device["figures"][key]) == pytest.approx(
             decoded(host["figures"][key]), rel=1e-12
