@@ -143,3 +143,49 @@ def test_another_key_means_new_reference_work(tmp_path, cache_dir):
     keys_b = {r["problem"]["name"]: r["problem"]["reference"]["key"] for r in b.values()}
     assert not set(keys_a.values()) & set(keys_b.values())
     assert all(r["problem"]["reference"]["preparations"] == 1 for r in b.values())
+
+
+MUTATES_INPUTS = """
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features)
+        self.scale = nn.Parameter(torch.ones(out_features))
+
+    def forward(self, x):
+        out = torch.sigmoid(self.gemm(x) * self.scale)
+        x.zero_()  # the shared input block: the reference's checksum sees it
+        return out
+"""
+
+
+@pytest.mark.e2e
+def test_cases_stream_when_none_may_stay_resident(tmp_path, cache_dir, monkeypatch):
+    """KernelBench's largest problems keep no case resident on the H200 (docs/case-path.md):
+    every case is drawn when used and let go after. The same path on the CPU with a budget of
+    0 (KBV_CASE_CACHE_BYTES): a candidate that zeroes its shared inputs is rejected, and the
+    honest candidate after it is judged on cases drawn again, unharmed: correct, with the same
+    verdicts as with every case resident."""
+    folder = tmp_path / "cands" / "m"
+    folder.mkdir(parents=True)
+    honest = (CPU_CANDIDATES / "level2" / "2_Gemm_Scale_Sigmoid.py").read_text()
+    (folder / "level_2_problem_2_sample_0_kernel.py").write_text(MUTATES_INPUTS)
+    (folder / "level_2_problem_2_sample_1_kernel.py").write_text(honest)
+    (folder / "level_2_problem_2_sample_2_kernel.py").write_text(honest + "\n# again\n")
+    monkeypatch.setenv("KBV_CASE_CACHE_BYTES", "0")
+    db = tmp_path / "streamed.sqlite"
+    done = kbv_run(tmp_path / "cands", db, cache_dir)
+    assert done.returncode == 0, done.stderr
+    by_sample = results(db)
+    assert by_sample[0]["verdict"] == "rejected", by_sample[0]["reason"]
+    assert "inputs_mutated" in {f["id"] for f in by_sample[0]["flags"]}
+    for s in (1, 2):
+        assert by_sample[s]["verdict"] == "correct", by_sample[s]["reason"]
+        plan = by_sample[s]["problem"]["reference"]["plan"]
+        assert plan["cached_cases"] == 0, plan
+        assert plan["fits"].startswith("0 of "), plan
+    assert "1 reference session for 3 results" in done.stdout, done.stdout
