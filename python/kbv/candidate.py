@@ -49,6 +49,11 @@ class CandidateRole:
         self.slot: shared.Block | None = None
         self.kept: dict[str, shared.Block] = {}
         self.last: dict[int, Any] = {}
+        # Every case's input tensor objects stay alive (their memory is unmapped after the
+        # case), so no two cases' inputs share a Python id or an address: a cache keyed on them
+        # misses on every plain case and is caught by the re-checks as `output_cached`, rather
+        # than hitting by accident on the next case.
+        self.alive: list[list] = []
 
     def cmd_load_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
         self.device = hosting.device_of(request["device"])
@@ -110,6 +115,7 @@ class CandidateRole:
             block = shared.open_from(request["inputs"], fds, self.device)
         self._load_state(request.get("state"), fds)
         inputs = block.as_list()
+        self.alive.append(inputs)
         poisoned = gpu_guards.poison_free_memory(self.device)  # S1/S2: stale memory reads NaN
         started = time.perf_counter()
         try:
