@@ -269,8 +269,9 @@ int main(int argc, char** argv) {
       "every problem's reference evaluated as its own candidate through the verified pipeline: "
       "does the suite fit, is any problem degenerate or unstable against float64, how much does "
       "TF32 buy, how noisy is its timing (a table per problem)");
-  auditor->add_option("--problems", audit_suite.problems,
-                      "problem tree (KernelBench layout: level1/19_ReLU.py)")
+  auditor
+      ->add_option("--problems", audit_suite.problems,
+                   "problem tree (KernelBench layout: level1/19_ReLU.py)")
       ->required();
   auditor->add_option("--db", audit_suite.database, "SQLite database (default audit.sqlite)");
   auditor->add_option("--out,-o", audit_out, "write the table here (default: standard output)");
@@ -281,8 +282,9 @@ int main(int argc, char** argv) {
                     "render the table from --db without evaluating anything (e.g. after a run "
                     "that was stopped)");
   auditor->add_option("--devices", audit_devices, "all, cpu, or cuda:0,cuda:1,...");
-  auditor->add_option("--workers-per-device", audit_suite.workers_per_device,
-                      "evaluations at once on each device (as kbv run)")
+  auditor
+      ->add_option("--workers-per-device", audit_suite.workers_per_device,
+                   "evaluations at once on each device (as kbv run)")
       ->check(CLI::Range(1, 64));
   audit_options.add_to(auditor);
 
@@ -388,8 +390,8 @@ int main(int argc, char** argv) {
       // A problem whose reference cannot be loaded or drawn is a finding of the audit too.
       for (const auto& broken : summary.broken_problems) {
         kbv::report::AuditRow row;
-        row.problem = broken.path.parent_path().filename().string() + "/" +
-                      broken.path.stem().string();
+        row.problem =
+            broken.path.parent_path().filename().string() + "/" + broken.path.stem().string();
         row.verdict = "broken";
         row.reason = broken.reason;
         rows.push_back(row);

@@ -20,8 +20,7 @@ std::shared_ptr<CandidateWorker> start_candidate_worker(const EvalRequest& reque
   auto worker = std::make_shared<CandidateWorker>();
   worker->candidate = fs::absolute(request.candidate);
   worker->keep_folder = request.placement.keep_work_dir;
-  auto dir = make_private_dir(request.placement.work_dir, "kbv-cand",
-                              {"scratch"},
+  auto dir = make_private_dir(request.placement.work_dir, "kbv-cand", {"scratch"},
                               request.placement.keep_work_dir);
   worker->folder = dir.path;
   worker->owner = std::move(dir.owner);

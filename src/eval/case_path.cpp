@@ -50,8 +50,8 @@ Response CasePath::attach_slot(const json& c) {
 
 CaseRun CasePath::run(const json& c, const RunInputs& how) {
   const bool reuse = !how.reuse.empty();
-  auto shared = workers_.reference(worker_request(
-      cmd::kShareCase, {{"id", c["id"]}, {"fresh", how.fresh}, {"inputs", !reuse}}));
+  auto shared = workers_.reference(
+      worker_request(cmd::kShareCase, {{"id", c["id"]}, {"fresh", how.fresh}, {"inputs", !reuse}}));
   require(shared, "sharing a case with the candidate");
   json request = {{"state", shared.result["state"]}};
   CaseRun out;
@@ -72,8 +72,8 @@ Response CasePath::trace(const json& c, const char* part) {
       worker_request(cmd::kShareCase, {{"id", c["id"]}, {"fresh", false}, {"inputs", true}}));
   require(shared, "sharing a case with the candidate");
   return workers_.candidate(worker_request(cmd::kTrace, {{"inputs", shared.result["inputs"]},
-                                                        {"state", shared.result["state"]},
-                                                        {"parts", json::array({part})}}),
+                                                         {"state", shared.result["state"]},
+                                                         {"parts", json::array({part})}}),
                             shared.fds);
 }
 
@@ -90,8 +90,8 @@ CaseJudgement CasePath::judge(const json& c, const json& run, const std::string&
   auto answer = workers_.reference(worker_request(cmd::kJudge, request));
   require(answer, "judging a candidate's outputs");
   CaseJudgement out;
-  out.outputs = judge::judge_outputs(plans, answer.result.value("outputs", json::array()),
-                                     protocol_.policy);
+  out.outputs =
+      judge::judge_outputs(plans, answer.result.value("outputs", json::array()), protocol_.policy);
   out.inputs_mutated = answer.result.value("inputs_mutated", json::array());
   out.slot_checksums = answer.result.value("slot_checksums", json::array());
   return out;

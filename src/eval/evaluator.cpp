@@ -156,10 +156,10 @@ class Evaluation {
       load_problem_into(session, request_, workers.reference_call());
     }
     describe_problem(result, session, problem_sha256, candidate_sha256);
-    workers.send_candidate(worker_request(
-        cmd::kLoadCandidate, {{"candidate", fs::absolute(request_.candidate).string()},
-                              {"device", request_.settings.device},
-                              {"init_inputs", session.loaded["init_inputs"]}}));
+    workers.send_candidate(worker_request(cmd::kLoadCandidate,
+                                          {{"candidate", fs::absolute(request_.candidate).string()},
+                                           {"device", request_.settings.device},
+                                           {"init_inputs", session.loaded["init_inputs"]}}));
     candidate_ran_ = true;  // its import-time code runs from here on
 
     // The reference draws every case while the candidate builds (once per problem and key).

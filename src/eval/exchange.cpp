@@ -44,9 +44,7 @@ Response WorkerExchange::candidate(const json& request, std::chrono::millisecond
   return response;
 }
 
-void WorkerExchange::send_candidate(const json& request) {
-  candidate_.process->send(request);
-}
+void WorkerExchange::send_candidate(const json& request) { candidate_.process->send(request); }
 
 Response WorkerExchange::receive_candidate(std::chrono::milliseconds timeout) {
   ++candidate_answers_;

@@ -41,12 +41,12 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
     plan.fits = fmt::format("{} of {} cases resident ({:.2f} GiB each), the rest drawn again",
                             plan.cached_cases, f.cases, case_bytes / gib);
   } else {
-    plan.fits = fmt::format("one case at a time ({:.2f} GiB each), each drawn when used",
-                            case_bytes / gib);
+    plan.fits =
+        fmt::format("one case at a time ({:.2f} GiB each), each drawn when used", case_bytes / gib);
   }
   if (plan.timing_sets < f.timing_sets_wanted) {
-    plan.fits += fmt::format("; {} timing set{}", plan.timing_sets,
-                             plan.timing_sets == 1 ? "" : "s");
+    plan.fits +=
+        fmt::format("; {} timing set{}", plan.timing_sets, plan.timing_sets == 1 ? "" : "s");
   }
   if (plan.alone) plan.fits += "; the device alone";
   return plan;

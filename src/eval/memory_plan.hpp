@@ -11,12 +11,12 @@
 namespace kbv::eval {
 
 struct MemoryFacts {
-  bool device = false;      // device memory (a GPU) rather than host memory
-  double total_bytes = 0;   // of the device (host: physical memory)
-  double free_bytes = 0;    // when the problem was loaded (host: MemAvailable)
-  double case_bytes = 0;    // one case resident: inputs, state, the outputs it is judged by
-  double judged_bytes = 0;  // of those, the outputs it is judged by (a timing set keeps its own)
-  double output_bytes = 0;  // the candidate's outputs (the slot)
+  bool device = false;         // device memory (a GPU) rather than host memory
+  double total_bytes = 0;      // of the device (host: physical memory)
+  double free_bytes = 0;       // when the problem was loaded (host: MemAvailable)
+  double case_bytes = 0;       // one case resident: inputs, state, the outputs it is judged by
+  double judged_bytes = 0;     // of those, the outputs it is judged by (a timing set keeps its own)
+  double output_bytes = 0;     // the candidate's outputs (the slot)
   double draw_peak_bytes = 0;  // the reference's device peak while drawing one case
   int cases = 0;               // hidden cases of the protocol
   int timing_sets_wanted = 4;
@@ -24,11 +24,11 @@ struct MemoryFacts {
 };
 
 struct MemoryPlan {
-  double cache_bytes = 0;   // cases the reference keeps beyond those in use
-  int cached_cases = 0;     // how many cases that is
-  int timing_sets = 1;      // timing inputs kept (each with its golden outputs)
-  bool alone = false;       // the evaluation needs the device to itself
-  std::string fits;         // how it fits, in words (the audit's "fits" column)
+  double cache_bytes = 0;  // cases the reference keeps beyond those in use
+  int cached_cases = 0;    // how many cases that is
+  int timing_sets = 1;     // timing inputs kept (each with its golden outputs)
+  bool alone = false;      // the evaluation needs the device to itself
+  std::string fits;        // how it fits, in words (the audit's "fits" column)
   nlohmann::json to_json() const;
 };
 

@@ -27,8 +27,7 @@ TimingRecord measure_timing(CandidateSide& side, int timing_sets, const EvalSett
   // The last output of each timing set is copied into the slot by the candidate and judged
   // against the golden output of those inputs (T5, T6).
   auto judge_timed = [&](int i) -> bool {
-    auto emitted = side.workers.candidate(
-        worker_request(cmd::kEmitTimedOutput, {{"index", i}}));
+    auto emitted = side.workers.candidate(worker_request(cmd::kEmitTimedOutput, {{"index", i}}));
     if (!emitted.ok()) {
       out.failed = judge::call_failure(emitted, "copying a timed call's output");
       return false;

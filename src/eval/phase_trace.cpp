@@ -11,9 +11,9 @@ namespace cmd = orchestrate::cmd;
 namespace {
 
 void add_trace_flag(CandidateSide& side, const Flag& flag) {
-  side.findings.add(
-      flag.id, judge::trace_flag_severity(flag, side.protocol.name == "verified", side.audit),
-      flag.detail);
+  side.findings.add(flag.id,
+                    judge::trace_flag_severity(flag, side.protocol.name == "verified", side.audit),
+                    flag.detail);
 }
 
 }  // namespace

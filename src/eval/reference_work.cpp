@@ -41,10 +41,10 @@ void load_problem_into(ReferenceSession& session, const EvalRequest& request,
                        const ReferenceCall& call) {
   const Protocol protocol =
       protocol_by_name(request.settings.protocol, request.settings.hidden_draws);
-  auto response = call(worker_request(cmd::kLoadProblem,
-                                      {{"problem", fs::absolute(request.problem).string()},
-                                       {"device", request.settings.device},
-                                       {"keep", protocol.judged_by()}}));
+  auto response =
+      call(worker_request(cmd::kLoadProblem, {{"problem", fs::absolute(request.problem).string()},
+                                              {"device", request.settings.device},
+                                              {"keep", protocol.judged_by()}}));
   require_reference_answer(response, request.problem, "loading the problem");
   session.loaded = response.result;
   session.key.software = software_of(response.result["environment"]);
@@ -144,7 +144,8 @@ json ensure_case(ReferenceSession& session, json& c, const fs::path& problem,
 void draw_session_cases(ReferenceSession& session, const Protocol& protocol, const json& redraw,
                         const fs::path& problem, const ReferenceCall& call,
                         int evaluations_per_device) {
-  session.prepared = {{"cases", case_list(protocol, redraw, default_redraw(session.loaded, protocol))}};
+  session.prepared = {
+      {"cases", case_list(protocol, redraw, default_redraw(session.loaded, protocol))}};
   session.prepared_redraw = redraw;
   session.audit.reset();
   ++session.preparations;
@@ -163,7 +164,7 @@ void draw_session_cases(ReferenceSession& session, const Protocol& protocol, con
       session.plan->cached_cases =
           std::min(static_cast<int>(cases.size()), static_cast<int>(bytes / per_case));
       session.plan->fits = fmt::format("{} of {} cases resident (KBV_CASE_CACHE_BYTES={})",
-                                        session.plan->cached_cases, cases.size(), env);
+                                       session.plan->cached_cases, cases.size(), env);
     }
     auto set = call(worker_request(cmd::kSetPlan, {{"cache_bytes", session.plan->cache_bytes}}));
     require_reference_answer(set, problem, "setting the memory plan");
@@ -239,8 +240,8 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
       // A problem too large to share the device is drawn by its own evaluation, which has the
       // device alone by then: drawn ahead, beside another evaluation, it may not fit.
       if (!loaded_needs_device_alone(s->loaded, request.placement.evaluations_per_device)) {
-        draw_session_cases(*s, protocol, default_redraw(s->loaded, protocol), request.problem,
-                           call, request.placement.evaluations_per_device);
+        draw_session_cases(*s, protocol, default_redraw(s->loaded, protocol), request.problem, call,
+                           request.placement.evaluations_per_device);
       }
       s->prepared_ahead = true;
     } catch (const std::exception& error) {

@@ -122,8 +122,6 @@ Reclaimed reclaim_abandoned_folders(const fs::path& root) {
   return out;
 }
 
-
-
 std::string random_secret() {
   std::ifstream urandom("/dev/urandom", std::ios::binary);
   unsigned char bytes[32];

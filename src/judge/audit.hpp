@@ -17,11 +17,11 @@ namespace kbv::judge {
 struct AuditCase {
   std::string id;
   double input_rms = 0;
-  double output_rms = 0;                    // of the TF32 baseline's first output, finite values
-  bool first = false;                       // the case the others are compared with
-  double sample_diff_from_first = 0;        // max |difference| over the sample (inf: mismatch)
-  bool float_output = true;                 // float32 or float64 first output
-  double reference_vs_truth_normwise = 0;   // the TF32 baseline against the float64 truth
+  double output_rms = 0;                   // of the TF32 baseline's first output, finite values
+  bool first = false;                      // the case the others are compared with
+  double sample_diff_from_first = 0;       // max |difference| over the sample (inf: mismatch)
+  bool float_output = true;                // float32 or float64 first output
+  double reference_vs_truth_normwise = 0;  // the TF32 baseline against the float64 truth
   bool reference_nonfinite_mismatch = false;
 
   // From a case's figures (its `audit` and `baselines.tf32[0]`).

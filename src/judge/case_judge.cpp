@@ -99,7 +99,8 @@ std::vector<OutputPlan> plan_outputs(const json& c, const json& run,
 json passes_of(const std::vector<OutputPlan>& plans) {
   json passes = json::array();
   for (const auto& p : plans) {
-    if (p.pass) passes.push_back({{"index", p.index}, {"spec", check::pass_spec_to_json(p.pass->spec)}});
+    if (p.pass)
+      passes.push_back({{"index", p.index}, {"spec", check::pass_spec_to_json(p.pass->spec)}});
   }
   return passes;
 }
@@ -117,7 +118,8 @@ OutputsJudgement judge_outputs(const std::vector<OutputPlan>& plans, const json&
         if (m.value("index", -1) == plan.index) found = &m;
       }
       if (!found) {
-        throw std::runtime_error(fmt::format("the reference did not measure output {}", plan.index));
+        throw std::runtime_error(
+            fmt::format("the reference did not measure output {}", plan.index));
       }
       auto measurement = check::Measurement::from_json((*found)["measurement"]);
       auto outcome =
@@ -129,8 +131,7 @@ OutputsJudgement judge_outputs(const std::vector<OutputPlan>& plans, const json&
     }
     if (!why.empty() && judged.passed) {
       judged.passed = false;
-      judged.reason =
-          count > 1 && plan.pass ? fmt::format("output {}: {}", plan.index, why) : why;
+      judged.reason = count > 1 && plan.pass ? fmt::format("output {}: {}", plan.index, why) : why;
     }
   }
   return judged;

@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,10 +108,17 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  std::vector<std::string> arg_strings = {
-      options.python, "-m", "kbv.worker", "--role", std::string(to_string(options.role)),
-      "--in",         "3",  "--out",      "4",          "--fds",
-      "5"};
+  std::vector<std::string> arg_strings = {options.python,
+                                          "-m",
+                                          "kbv.worker",
+                                          "--role",
+                                          std::string(to_string(options.role)),
+                                          "--in",
+                                          "3",
+                                          "--out",
+                                          "4",
+                                          "--fds",
+                                          "5"};
   std::vector<char*> argv;
   for (auto& s : arg_strings) argv.push_back(s.data());
   argv.push_back(nullptr);

@@ -68,8 +68,9 @@ AuditRow audit_row(const json& result) {
   AuditRow r;
   const json row = result.value("_row", json::object());
   const json problem = result.value("problem", json::object());
-  r.level = row.contains("level") && row["level"].is_number() ? std::optional(row["level"].get<int>())
-                                                               : std::nullopt;
+  r.level = row.contains("level") && row["level"].is_number()
+                ? std::optional(row["level"].get<int>())
+                : std::nullopt;
   r.problem = (r.level ? fmt::format("level{}/", *r.level) : std::string()) +
               problem.value("name", row.value("problem_name", std::string("?")));
   r.verdict = result.value("verdict", "");
@@ -141,14 +142,13 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
     for (const auto& r : rows) {
       std::string flags;
       for (const auto& f : r.flags) flags += (flags.empty() ? "" : " ") + f;
-      out += fmt::format("{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-                         escape_csv(r.problem), r.verdict, escape_csv(r.fits), r.alone, r.seconds,
-                         r.degenerate, r.reference_fails_float64,
-                         cell(r.worst_reference_normwise, "{:.3g}"), r.truth_float32,
-                         cell(r.tf32_ms, "{:.6g}"), cell(r.fp32_ms, "{:.6g}"),
-                         cell(r.fp32_over_tf32, "{:.4g}"), cell(r.self_speedup, "{:.4g}"),
-                         cell(r.self_low, "{:.4g}"), cell(r.self_high, "{:.4g}"),
-                         cell(r.peak_bytes, "{:.0f}"), escape_csv(flags), escape_csv(r.reason));
+      out += fmt::format(
+          "{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", escape_csv(r.problem),
+          r.verdict, escape_csv(r.fits), r.alone, r.seconds, r.degenerate,
+          r.reference_fails_float64, cell(r.worst_reference_normwise, "{:.3g}"), r.truth_float32,
+          cell(r.tf32_ms, "{:.6g}"), cell(r.fp32_ms, "{:.6g}"), cell(r.fp32_over_tf32, "{:.4g}"),
+          cell(r.self_speedup, "{:.4g}"), cell(r.self_low, "{:.4g}"), cell(r.self_high, "{:.4g}"),
+          cell(r.peak_bytes, "{:.0f}"), escape_csv(flags), escape_csv(r.reason));
     }
     return out;
   }
@@ -164,16 +164,15 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
     fallback += r.truth_float32 > 0;
     alone += r.alone;
     seconds += r.seconds;
-    std::string self = r.self_speedup ? fmt::format("{:.3f} [{}, {}]", *r.self_speedup,
-                                                    cell(r.self_low, "{:.3f}"),
-                                                    cell(r.self_high, "{:.3f}"))
-                                      : "";
+    std::string self = r.self_speedup
+                           ? fmt::format("{:.3f} [{}, {}]", *r.self_speedup,
+                                         cell(r.self_low, "{:.3f}"), cell(r.self_high, "{:.3f}"))
+                           : "";
     std::string check = r.verdict == "correct" ? "correct" : r.verdict + ": " + r.reason;
-    std::string reference =
-        r.reference_fails_float64 > 0
-            ? fmt::format("fails on {} ({})", r.reference_fails_float64,
-                          cell(r.worst_reference_normwise, "{:.2g}"))
-            : cell(r.worst_reference_normwise, "{:.1e}");
+    std::string reference = r.reference_fails_float64 > 0
+                                ? fmt::format("fails on {} ({})", r.reference_fails_float64,
+                                              cell(r.worst_reference_normwise, "{:.2g}"))
+                                : cell(r.worst_reference_normwise, "{:.1e}");
     if (r.truth_float32 > 0) reference += fmt::format("; float32 truth on {}", r.truth_float32);
     out += fmt::format("| {} | {} | {} | {:.1f} | {} | {} | {} | {} | {} |\n", r.problem,
                        escape_md(check.substr(0, 160)), escape_md(r.fits), r.seconds,

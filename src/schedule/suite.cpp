@@ -246,8 +246,7 @@ class DeviceThread {
     eval.placement.prestarted.reset();  // the evaluation stopped it; this frees its folder now
     // The reference out of device memory while others shared the device is retried alone too:
     // their cases and workers held the memory (KernelBench's largest problems at their sizes).
-    const bool reference_memory = result.verdict == Verdict::HarnessError &&
-                                  result.harness_fault &&
+    const bool reference_memory = result.verdict == Verdict::HarnessError && result.harness_fault &&
                                   result.harness_fault->kind == FaultKind::OutOfMemory;
     if (shared_device_ && (result.verdict == Verdict::RuntimeError ||
                            result.verdict == Verdict::Timeout || reference_memory)) {

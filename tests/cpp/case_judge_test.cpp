@@ -112,8 +112,8 @@ json answer_for(const std::vector<std::vector<double>>& outputs, bool copied = t
   return run;
 }
 
-OutputsJudgement judged(const ReferenceSide& reference, const std::vector<std::vector<double>>& slot,
-                        const json& run) {
+OutputsJudgement judged(const ReferenceSide& reference,
+                        const std::vector<std::vector<double>>& slot, const json& run) {
   json c = {{"id", "h1_native-0"}, {"baselines", reference.baselines()}};
   auto plans = plan_outputs(c, run, "tf32", check::Policy::verified());
   return judge_outputs(plans, reference.measure(passes_of(plans), slot), check::Policy::verified());
@@ -149,8 +149,7 @@ TEST(CaseOutputs, MissingMismatchedOrUncopiedOutputsFailWithoutAMeasurement) {
 
   json other_shape = answer_for({{1.0, 2.0, 3.0}});
   auto shape = plan_outputs(c, other_shape, "tf32", check::Policy::verified());
-  EXPECT_NE(shape[0].why_not.find("shape [3] differs from the reference's [2]"),
-            std::string::npos)
+  EXPECT_NE(shape[0].why_not.find("shape [3] differs from the reference's [2]"), std::string::npos)
       << shape[0].why_not;
 
   json other_dtype = answer_for({{1.0, 2.0}});

@@ -63,8 +63,7 @@ TEST(FdPassing, AnUnexpectedCountIsRefusedAndNothingLeaks) {
   send_fds(pair.a, {one, two}, Clock::now() + std::chrono::seconds(5));
   int before = ::open("/dev/null", O_RDONLY);  // the next free number
   ::close(before);
-  EXPECT_THROW(receive_fds(pair.b, 1, Clock::now() + std::chrono::seconds(5)),
-               std::runtime_error);
+  EXPECT_THROW(receive_fds(pair.b, 1, Clock::now() + std::chrono::seconds(5)), std::runtime_error);
   int after = ::open("/dev/null", O_RDONLY);
   EXPECT_EQ(after, before);  // the two received were closed again
   ::close(after);
@@ -101,8 +100,7 @@ TEST(FdPassing, AClosedPeerIsReported) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds), 0);
   ::close(fds[0]);
-  EXPECT_THROW(receive_fds(fds[1], 1, Clock::now() + std::chrono::seconds(5)),
-               std::runtime_error);
+  EXPECT_THROW(receive_fds(fds[1], 1, Clock::now() + std::chrono::seconds(5)), std::runtime_error);
   ::close(fds[1]);
 }
 
