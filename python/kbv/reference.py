@@ -416,9 +416,12 @@ class ReferenceRole:
         params.load_into(self.model, state, {k: k for k in state})
 
         attempt = 0
+        phases: dict[str, float] = {"state": time.monotonic() - started}
         while True:
+            mark = time.monotonic()
             block = self._draw_inputs(family, draw, secret, gen, attempt)
-            outputs = self._run_variants(block.as_list())
+            phases["inputs"] = phases.get("inputs", 0.0) + time.monotonic() - mark
+            outputs = self._run_variants(block.as_list(), phases)
             if family in ("native", "h1_native") or family.startswith("paper_"):
                 break
             if outputs["tf32_finite"]:
@@ -434,7 +437,7 @@ class ReferenceRole:
             if attempt > MAX_REPLACEMENT_ATTEMPTS:
                 # Reported and replaced, never skipped: a native draw under a secret seed.
                 block = self._draw_inputs("h1_native", 1000 + draw, secret, gen, 0)
-                outputs = self._run_variants(block.as_list())
+                outputs = self._run_variants(block.as_list(), phases)
                 note = {
                     "case": case_id,
                     "detail": f"{family} draw {draw}: the reference output is non-finite for "
@@ -443,6 +446,7 @@ class ReferenceRole:
                 break
 
         inputs = block.as_list()
+        mark = time.monotonic()
         figures = {
             "id": case_id,
             "family": family,
@@ -459,9 +463,12 @@ class ReferenceRole:
             "audit": self._audit_figures(outputs["first_output"]),
             "note": note,
         }
+        phases["figures"] = time.monotonic() - mark
+        mark = time.monotonic()
         case = Case(key, figures, block, state_block, outputs["judged"])
         case.checksums = self._checksums(block)
         _release_cached(self.device)
+        phases["checksums"] = time.monotonic() - mark
         figures["bytes"] = {
             "inputs": block.layout["nbytes"],
             "state": state_block.layout["nbytes"] if state_block is not None else 0,
@@ -469,6 +476,9 @@ class ReferenceRole:
             "draw_peak": _peak(self.device),
         }
         figures["draw_seconds"] = time.monotonic() - started
+        # Where the draw's time went (each phase ends in a host read of a device figure, so
+        # these are device times too): the first thing to read when a large problem is slow.
+        figures["draw_phases_s"] = {k: round(v, 4) for k, v in phases.items()}
         return case
 
     def _draw_inputs(self, family, draw, secret, gen, attempt) -> shared.Block:
@@ -501,11 +511,19 @@ class ReferenceRole:
         values.clear()  # the drawn tensors go now: the block holds the values
         return block
 
-    def _run_variants(self, inputs: list) -> dict[str, Any]:
+    def _run_variants(self, inputs: list, phases: dict[str, float] | None = None) -> dict[str, Any]:
         """The float64 truth, the TF32 baseline and plain FP32 for one input set: each
         baseline is measured against the truth at once (the figures the policy needs) and
         freed unless the protocol judges by it. Only the judged outputs stay resident."""
         assert self.model is not None
+        phases = {} if phases is None else phases
+
+        def lap(name: str, since: float) -> float:
+            now = time.monotonic()
+            phases[name] = phases.get(name, 0.0) + now - since
+            return now
+
+        mark = time.monotonic()
         numerics.set_tf32(True)
         tf32, structure = hosting.as_outputs(hosting.forward(self.model, inputs, self.device))
         _require_tensors(tf32)
@@ -514,9 +532,12 @@ class ReferenceRole:
         )
         tf32 = [o.detach().contiguous() for o in tf32]
         tf32_finite = all(families.all_finite(o) for o in tf32)
+        mark = lap("tf32", mark)
         truth, truth_kind, truth_note = self._truth(inputs, tf32)
+        mark = lap("float64", mark)
         baselines = {"tf32": [_describe(o, t) for o, t in zip(tf32, truth, strict=True)]}
         first_output = _audit_sample(tf32[0]), families.rms(tf32[0]), str(tf32[0].dtype)
+        mark = lap("describe", mark)
         if self.device.type == "cuda":
             numerics.set_tf32(False)
             try:
@@ -526,7 +547,9 @@ class ReferenceRole:
             fp32 = [o.detach().contiguous() for o in fp32]
         else:  # no TF32 on the CPU: both baselines are the same computation
             fp32 = tf32
+        mark = lap("fp32", mark)
         baselines["fp32"] = [_describe(o, t) for o, t in zip(fp32, truth, strict=True)]
+        lap("describe", mark)
         judged = {"truth": truth, "tf32": tf32, "fp32": fp32}[self.keep]
         # An output that is an input (or a view of one) would change with it: kept apart.
         judged = [o.clone() if _aliases_any(o, inputs) else o for o in judged]

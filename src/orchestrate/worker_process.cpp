@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "orchestrate/call_trace.hpp"
+
 extern char** environ;
 
 namespace kbv::orchestrate {
@@ -207,6 +209,11 @@ Response WorkerProcess::quota_exceeded() {
 
 void WorkerProcess::send(const nlohmann::json& request, const FdSet& fds) {
   require_served(options_.role, request);
+  if (!call_trace_path().empty()) {
+    traced_command_ = request.value("cmd", "");
+    traced_sent_ = std::chrono::system_clock::now();
+    traced_sent_steady_ = Clock::now();
+  }
   if (exited_) return;
   // A worker that died leaves a closed pipe: ignore SIGPIPE and let receive() report it.
   ::signal(SIGPIPE, SIG_IGN);
@@ -280,6 +287,20 @@ bool WorkerProcess::ready(std::chrono::milliseconds wait) {
 }
 
 Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
+  Response r = receive_answer(timeout);
+  if (!call_trace_path().empty() && !traced_command_.empty()) {
+    static constexpr const char* kStatus[] = {"ok", "error", "timeout", "died"};
+    trace_call(to_string(options_.role), pid_, traced_command_, traced_sent_,
+               std::chrono::duration<double>(Clock::now() - traced_sent_steady_).count(),
+               kStatus[static_cast<int>(r.status)],
+               r.ok() && r.result.is_object() ? r.result.value("draw_phases_s", nlohmann::json())
+                                              : nlohmann::json());
+    traced_command_.clear();
+  }
+  return r;
+}
+
+Response WorkerProcess::receive_answer(std::chrono::milliseconds timeout) {
   if (quota_failure_) return quota_exceeded();
   if (send_failure_) {
     Response r = died("could not be sent what it was asked to use (" + *send_failure_ + ")");

@@ -96,6 +96,12 @@ class WorkerProcess {
   // `scratch_quota_exceeded`.
   void check_quota();
   Response quota_exceeded();
+  Response receive_answer(std::chrono::milliseconds timeout);
+
+  // The request in flight, for the call trace (call_trace.hpp).
+  std::string traced_command_;
+  std::chrono::system_clock::time_point traced_sent_;
+  std::chrono::steady_clock::time_point traced_sent_steady_;
 
   WorkerOptions options_;
   pid_t pid_ = -1;

@@ -1,0 +1,26 @@
+// CallTrace: every exchange with a worker, one JSON line each, when KBV_TRACE_CALLS names a file.
+//
+// Where an evaluation's time goes is the question every harness-speed change starts from
+// (docs/results/issue18-case-path-h200.md): the per-stage durations of a result say which stage
+// was slow, not which call. With the variable set, each answered request is appended as
+// {"t": start (s since the epoch), "s": duration, "role", "pid", "cmd", "status"} (and
+// "detail": a breakdown the worker sent, such as a drawn case's `draw_phases_s`); a line is
+// written whole in one write(2) on an O_APPEND file, so the threads and processes of one run
+// (kbv run, its device threads, a second kbv) can share the file.
+#pragma once
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace kbv::orchestrate {
+
+// The file named by KBV_TRACE_CALLS; empty: tracing is off.
+std::string call_trace_path();
+
+void trace_call(std::string_view role, int pid, std::string_view command,
+                std::chrono::system_clock::time_point started, double seconds,
+                std::string_view status, const nlohmann::json& detail = nullptr);
+
+}  // namespace kbv::orchestrate
