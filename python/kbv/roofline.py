@@ -6,6 +6,7 @@ measurement of the device's copy bandwidth and FP16 matmul rate. Runs in the ref
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -19,6 +20,25 @@ def _nbytes(values: Any) -> int:
         if isinstance(v, torch.Tensor):
             total += v.numel() * v.element_size()
     return total
+
+
+def warm_up_in_background() -> threading.Thread:
+    """FlopCounterMode's first use imports and initialises much of torch's tracing machinery:
+    about 2 s on a quiet machine and 4-6 s on the H200 with a dozen workers starting (session 10,
+    KBV_TRACE_CALLS), paid by every reference worker in its roofline call, which the device's
+    other evaluations may be waiting on. Done on a thread while the worker waits for work (the
+    dispatch-mode stack is per thread, so nothing the main thread runs is counted)."""
+
+    def warm() -> None:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        x = torch.ones(2, 2)
+        with torch.no_grad(), FlopCounterMode(display=False):
+            torch.mm(x, x)
+
+    thread = threading.Thread(target=warm, name="kbv-flop-counter-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def reference_cost(model: torch.nn.Module, inputs: list, device: torch.device) -> dict[str, Any]:

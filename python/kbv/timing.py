@@ -232,6 +232,16 @@ def _time_cuda(call, device, calls, warmup, steady) -> dict[str, Any]:
     return result
 
 
+# The secondary figures' budget, per figure and side: at least this many calls, then stop once
+# this much time is spent.
+SECONDARY_MIN_CALLS = 5
+SECONDARY_BUDGET_S = 0.25
+
+
+def _spent(started: float) -> bool:
+    return time.perf_counter() - started >= SECONDARY_BUDGET_S
+
+
 def secondary_times(call: Callable[[int], Any], device: torch.device, calls: int) -> dict[str, Any]:
     """The figures beside the headline. host_inclusive: the host's wall time of one call plus
     the synchronisation after it (KernelBench's figure includes launch cost this way), warm L2.
@@ -239,6 +249,7 @@ def secondary_times(call: Callable[[int], Any], device: torch.device, calls: int
     batch's time over its length (steady-state throughput, warm caches)."""
     with torch.no_grad():
         host: list[float] = []
+        budget_started = time.perf_counter()
         for k in range(calls):
             synchronize(device)
             started = time.perf_counter()
@@ -246,12 +257,20 @@ def secondary_times(call: Callable[[int], Any], device: torch.device, calls: int
             synchronize(device)
             host.append((time.perf_counter() - started) * 1e3)
             del out
+            # These figures stand beside the headline and are not judged: a slow forward (an
+            # LSTM at 50 ms a call) gets fewer samples rather than seconds of a device that
+            # every other evaluation waits for (it is timed under the exclusive gate).
+            if len(host) >= SECONDARY_MIN_CALLS and _spent(budget_started):
+                break
         estimate = max(statistics.median(host), 1e-3) if host else 1.0
-        batch = int(min(100, max(3, 2.0 / estimate)))  # about 2 ms a batch
+        batch = int(min(100, max(1, round(2.0 / estimate))))  # about 2 ms a batch
         hot: list[float] = []
+        budget_started = time.perf_counter()
         if device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             for k in range(calls):
+                if len(hot) >= SECONDARY_MIN_CALLS and _spent(budget_started):
+                    break
                 synchronize(device)
                 start.record()
                 for b in range(batch):
@@ -262,6 +281,8 @@ def secondary_times(call: Callable[[int], Any], device: torch.device, calls: int
             hot_method = "cuda_events_back_to_back_warm_l2"
         else:
             for k in range(calls):
+                if len(hot) >= SECONDARY_MIN_CALLS and _spent(budget_started):
+                    break
                 started = time.perf_counter()
                 for b in range(batch):
                     call(k * batch + b)

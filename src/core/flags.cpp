@@ -39,8 +39,8 @@ constexpr std::array kFlags = {
     FlagInfo{"evaluated_alone",
              S::Info,
              {},
-             "evaluated with the device alone (a failure while shared, or a problem too large "
-             "to share it)"},
+             "evaluated with the device alone (a failure while shared), or with its memory to "
+             "itself (a problem whose peak exceeds what evaluations may reserve together)"},
     FlagInfo{
         "problem_degenerate", S::Warn, {}, "the reference output does not depend on the inputs"},
     FlagInfo{"reference_fails_float64",

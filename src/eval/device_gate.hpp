@@ -12,6 +12,8 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "eval/memory_ledger.hpp"
+
 namespace kbv::eval {
 
 class DeviceGate {
@@ -41,6 +43,9 @@ class DeviceGate {
   // device holds it throughout, and its timing run asks again).
   Hold exclusive();
 
+  // The device's memory, reserved by the evaluations that share it (eval/memory_ledger.hpp).
+  MemoryLedger& memory() { return memory_; }
+
   // For tests and progress lines.
   int shared_holders() const;
   bool held_exclusively() const;
@@ -56,6 +61,7 @@ class DeviceGate {
   int readers_ = 0;
   int writers_waiting_ = 0;
   bool writer_ = false;
+  MemoryLedger memory_;
 };
 
 }  // namespace kbv::eval

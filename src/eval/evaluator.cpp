@@ -9,6 +9,7 @@
 #include "eval/case_path.hpp"
 #include "eval/exchange.hpp"
 #include "eval/harness_faults.hpp"
+#include "eval/memory_plan.hpp"
 #include "eval/phases.hpp"
 #include "judge/audit.hpp"
 #include "judge/run_dir_listing.hpp"
@@ -166,14 +167,13 @@ class Evaluation {
     auto t = Clock::now();
     workers.set_stage("reference");
     say("drawing input families and golden outputs");
-    // A problem too large to share the device with other evaluations has it to itself from
-    // here on: known from its inputs before any case is drawn, or from the memory plan after
-    // the first (its timing run asks for the device again, a no-op).
-    const int evaluations = request_.placement.evaluations_per_device;
-    if (loaded_needs_device_alone(session.loaded, evaluations)) take_device_alone(workers, "");
+    // Device memory for the evaluation's peak, reserved where others share the device: from
+    // the problem's inputs before any case is drawn, then from the memory plan after the first
+    // (what the first draw measured).
+    reserve_device_memory(workers, session, estimate_before_drawing(session.loaded));
     prepare(session, default_redraw(session.loaded, protocol_), workers);
     result.durations_s["reference"] = seconds_since(t) + lease_.ahead_wait_s;
-    if (session.plan && session.plan->alone) take_device_alone(workers, session.plan->fits);
+    if (session.plan) reserve_device_memory(workers, session, session.plan->working_bytes);
 
     t = Clock::now();
     workers.set_stage("candidate_load");
@@ -303,14 +303,37 @@ class Evaluation {
     }
   }
 
-  void take_device_alone(WorkerExchange& workers, const std::string& fits) {
-    if (!request_.placement.gate || alone_.held()) return;
-    alone_ = workers.exclusive();
-    findings_.add("evaluated_alone", Severity::Info,
-                  fmt::format("the problem needs more than its share of the device{}: evaluated "
-                              "with the device alone",
-                              fits.empty() ? " (its inputs alone, before any case was drawn)"
-                                           : " (" + fits + ")"));
+  // What the problem's inputs and state say the evaluation may need, before any case is drawn
+  // (0 on the host: only a device's memory is shared this way).
+  static double estimate_before_drawing(const json& loaded) {
+    const json memory = loaded.value("memory", json::object());
+    if (memory.value("kind", "") != "device") return 0;
+    const json sizes = loaded.value("sizes", json::object());
+    return working_bytes_before_drawing(sizes.value("input_bytes", 0.0),
+                                        sizes.value("state_bytes", 0.0));
+  }
+
+  // Reserves `bytes` of the device's memory ledger, or more than held so far (what was held
+  // goes back first, so the evaluation never waits on itself). A reservation of the whole
+  // ledger is the device's memory to this evaluation alone: recorded.
+  void reserve_device_memory(WorkerExchange& workers, const ReferenceSession& session,
+                             double bytes) {
+    if (!request_.placement.gate || request_.placement.evaluations_per_device <= 1) return;
+    if (bytes <= 0 || (memory_.held() && memory_.bytes() >= bytes)) return;
+    const double device_bytes =
+        session.loaded.value("memory", json::object()).value("total_bytes", 0.0);
+    if (device_bytes <= 0) return;
+    memory_.release();
+    memory_ = workers.reserve_memory(bytes, device_bytes);
+    const double capacity = request_.placement.gate->memory().capacity();
+    if (memory_.held() && memory_.bytes() >= capacity && !alone_recorded_) {
+      alone_recorded_ = true;
+      findings_.add("evaluated_alone", Severity::Info,
+                    fmt::format("the problem may need {:.1f} GB of device memory at its peak, "
+                                "more than the {:.1f} GB the evaluations on the device may "
+                                "reserve together: evaluated with the device's memory to itself",
+                                bytes / 1e9, capacity / 1e9));
+    }
   }
 
   // Draws the reference replaced (a family whose reference output was non-finite): reported.
@@ -429,7 +452,7 @@ class Evaluation {
     auto* slot = request_.placement.reference;
     if (slot && slot->session && discard_session) slot->session.reset();
     lease_.session = nullptr;
-    alone_.release();
+    memory_.release();
   }
 
   const EvalRequest& request_;
@@ -438,7 +461,8 @@ class Evaluation {
   std::shared_ptr<CandidateWorker> worker_;
   std::optional<WorkerExchange> exchange_;
   std::optional<CasePath> cases_;
-  DeviceGate::Hold alone_;  // the device to this evaluation alone (memory plan)
+  MemoryLedger::Reservation memory_;  // device memory for its peak (memory plan)
+  bool alone_recorded_ = false;
   judge::Findings findings_;
   judge::CallJudge call_judge_;
   std::optional<judge::StageFailure> failure_;

@@ -1,6 +1,7 @@
 #include "eval/exchange.hpp"
 
 #include "core/clock.hpp"
+#include "eval/memory_plan.hpp"
 
 namespace kbv::eval {
 using nlohmann::json;
@@ -16,6 +17,15 @@ DeviceGate::Hold WorkerExchange::enter_gate(bool exclusive) {
   auto hold = exclusive ? gate_->exclusive() : gate_->shared();
   gate_wait_[stage_] += seconds_since(t);
   return hold;
+}
+
+MemoryLedger::Reservation WorkerExchange::reserve_memory(double bytes, double device_bytes) {
+  if (!gate_) return {};
+  gate_->memory().size_once(device_bytes * kReservableShare);
+  auto t = Clock::now();
+  auto reservation = gate_->memory().reserve(bytes);
+  gate_wait_[stage_] += seconds_since(t);
+  return reservation;
 }
 
 Response WorkerExchange::reference(const json& request) {

@@ -44,6 +44,9 @@ class WorkerExchange {
   // The device to this evaluation alone (the timing run, or an evaluation too large to share
   // it); the wait counts as gate wait. Held already by this thread: a no-op hold.
   DeviceGate::Hold exclusive() { return enter_gate(true); }
+  // Device memory for this evaluation (eval/memory_ledger.hpp), the ledger sized first from the
+  // device's size; the wait counts as gate wait. None without a gate (nothing shares the device).
+  MemoryLedger::Reservation reserve_memory(double bytes, double device_bytes);
 
   std::chrono::seconds call_timeout() const { return limits_.call_timeout; }
   const std::filesystem::path& run_dir() const { return session_.run_dir; }

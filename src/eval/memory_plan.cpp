@@ -11,6 +11,7 @@ nlohmann::json MemoryPlan::to_json() const {
   return {{"cache_bytes", cache_bytes},
           {"cached_cases", cached_cases},
           {"timing_sets", timing_sets},
+          {"working_bytes", working_bytes},
           {"alone", alone},
           {"fits", fits}};
 }
@@ -30,10 +31,11 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
   const double timing_set_bytes = case_bytes + f.judged_bytes;
   plan.timing_sets = std::clamp(static_cast<int>(std::floor(share / timing_set_bytes)), 1,
                                 std::max(1, f.timing_sets_wanted));
-  // What one evaluation holds at its peak: the case in use, the slot, the reference drawing (or
-  // running) and the candidate running on the same inputs, about as large again.
-  const double working = case_bytes + f.output_bytes + 2 * f.draw_peak_bytes;
-  plan.alone = f.device && evaluations > 1 && working > f.total_bytes / evaluations;
+  // What one evaluation holds at its peak: the reference drawing a case (its peak includes the
+  // case it keeps), and the candidate's process holding a case's worth beside it (its outputs,
+  // the slot, what its allocator keeps cached after a forward as large as the reference's).
+  plan.working_bytes = f.draw_peak_bytes + case_bytes + f.output_bytes;
+  plan.alone = f.device && evaluations > 1 && plan.working_bytes > f.total_bytes * kReservableShare;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   if (plan.cached_cases >= f.cases) {
     plan.fits = fmt::format("all {} cases resident ({:.2f} GiB each)", f.cases, case_bytes / gib);
@@ -48,14 +50,23 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
     plan.fits +=
         fmt::format("; {} timing set{}", plan.timing_sets, plan.timing_sets == 1 ? "" : "s");
   }
-  if (plan.alone) plan.fits += "; the device alone";
+  if (plan.alone) {
+    plan.fits += "; the device's memory to itself";
+  } else if (f.device && evaluations > 1 && plan.working_bytes >= gib) {
+    plan.fits += fmt::format("; {:.0f} GiB of the device reserved", plan.working_bytes / gib);
+  }
   return plan;
+}
+
+double working_bytes_before_drawing(double input_bytes, double state_bytes) {
+  return kWorkingFactor * (input_bytes + state_bytes);
 }
 
 bool needs_device_alone(double input_bytes, double state_bytes, double device_bytes,
                         int evaluations_per_device) {
   if (evaluations_per_device <= 1 || device_bytes <= 0) return false;
-  return kWorkingFactor * (input_bytes + state_bytes) > device_bytes / evaluations_per_device;
+  return working_bytes_before_drawing(input_bytes, state_bytes) >
+         device_bytes / evaluations_per_device;
 }
 
 }  // namespace kbv::eval

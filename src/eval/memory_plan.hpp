@@ -27,24 +27,33 @@ struct MemoryPlan {
   double cache_bytes = 0;  // cases the reference keeps beyond those in use
   int cached_cases = 0;    // how many cases that is
   int timing_sets = 1;     // timing inputs kept (each with its golden outputs)
-  bool alone = false;      // the evaluation needs the device to itself
-  std::string fits;        // how it fits, in words (the audit's "fits" column)
+  // What one evaluation may hold on the device at its peak: reserved in the device's memory
+  // ledger (eval/memory_ledger.hpp) when others share the device.
+  double working_bytes = 0;
+  bool alone = false;  // that is more than the ledger's capacity: the device's memory to itself
+  std::string fits;    // how it fits, in words (the audit's "fits" column)
   nlohmann::json to_json() const;
 };
 
 // The share of memory all reference sessions of a device may keep cases in, and the part of the
 // device one evaluation may assume when others run beside it.
 inline constexpr double kCacheShare = 0.30;
+// The share of a device's memory the evaluations on it may reserve for their working memory
+// (the memory ledger's capacity): what the cases kept leave, less a margin for the contexts and
+// allocator caches of a dozen processes.
+inline constexpr double kReservableShare = 0.60;
 
 MemoryPlan plan_memory(const MemoryFacts& facts);
 
-// Known before any case is drawn (the problem's inputs and state, described at load): whether
-// one evaluation of the problem may need more than its share of the device. Drawing a case
+// Known before any case is drawn (the problem's inputs and state, described at load): what one
+// evaluation of the problem may need at its peak (reserved before drawing), and whether that
+// is more than its share of the device (then its cases are not drawn ahead). Drawing a case
 // holds its draw and its shared block (2x the inputs), the float64 run their double (2x) and
 // its intermediates (2x), and the candidate runs on the same inputs beside the reference's
 // outputs: about 8x the inputs in all. On the H200 with four evaluations side by side, two such
 // problems at once ran the device out of memory (session 9, call 2).
 inline constexpr double kWorkingFactor = 8.0;
+double working_bytes_before_drawing(double input_bytes, double state_bytes);
 bool needs_device_alone(double input_bytes, double state_bytes, double device_bytes,
                         int evaluations_per_device);
 

@@ -182,7 +182,7 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
   out += fmt::format(
       "\n{} problems: {} pass their own verified check, {} degenerate, {} where the TF32 "
       "reference fails its float64 run, {} with a float32 truth on some case, {} needing the "
-      "device alone; {:.0f} s of evaluation summed.\n",
+      "device's memory to themselves; {:.0f} s of evaluation summed.\n",
       rows.size(), correct, degenerate, unstable, fallback, alone, seconds);
   return out;
 }

@@ -41,6 +41,7 @@ fs::path write_self_candidates(const fs::path& problems, const fs::path& folder)
 
 SuiteSummary run_audit(SuiteRequest request) {
   request.settings.settings.audit = true;
+  request.interleave_levels = true;
   request.candidates = write_self_candidates(
       request.problems, request.settings.placement.cache_dir / "audit-candidates" /
                             sha256_hex(fs::absolute(request.problems).string()).substr(0, 16));

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "core/clock.hpp"
 #include "core/hash.hpp"
@@ -52,6 +53,28 @@ struct WorkList {
   std::vector<std::string> candidate_sha256;
 };
 
+}  // namespace
+
+void interleave_by_level(std::vector<const Task*>& ordered) {
+  // Each problem's rank within its level (paths are sorted: a problem's candidates are
+  // consecutive and share its rank), then level by level within a rank.
+  std::map<std::optional<int>, std::vector<fs::path>> problems_of_level;
+  for (const auto* t : ordered) {
+    auto& problems = problems_of_level[t->problem.level];
+    if (problems.empty() || problems.back() != t->problem.path) problems.push_back(t->problem.path);
+  }
+  std::map<fs::path, size_t> rank;
+  for (const auto& [level, problems] : problems_of_level) {
+    for (size_t i = 0; i < problems.size(); ++i) rank[problems[i]] = i;
+  }
+  std::stable_sort(ordered.begin(), ordered.end(), [&](const Task* a, const Task* b) {
+    return std::tuple(rank.at(a->problem.path), a->problem.level) <
+           std::tuple(rank.at(b->problem.path), b->problem.level);
+  });
+}
+
+namespace {
+
 WorkList work_left(const std::vector<Task>& found, const store::Store& db,
                    const SuiteRequest& request, SuiteSummary& summary) {
   const json settings = request.settings.settings.key();
@@ -60,6 +83,7 @@ WorkList work_left(const std::vector<Task>& found, const store::Store& db,
   for (const auto& task : found) ordered.push_back(&task);
   std::stable_sort(ordered.begin(), ordered.end(),
                    [](const auto* a, const auto* b) { return a->problem.path < b->problem.path; });
+  if (request.interleave_levels) interleave_by_level(ordered);
   WorkList work;
   std::map<fs::path, std::string> problem_sha;
   for (const auto* task : ordered) {

@@ -28,6 +28,11 @@ struct SuiteRequest {
   // Evaluations at once on each device (0: default_workers_per_device). They overlap everything
   // but timing, which holds the device alone (eval/device_gate.hpp): one measurement per device.
   int workers_per_device = 0;
+  // Problems taken level by level in turn (level1's first, level2's first, ..., then each
+  // level's second) rather than in path order. kbv audit: KernelBench's large level-1 problems
+  // then run beside the small ones of levels 2 and 3 (the device's memory ledger admits them
+  // together) instead of after one another, each waiting for the last one's memory.
+  bool interleave_levels = false;
 };
 
 // A task that ended as harness_error: a fault of kbv, not a verdict on the candidate.
@@ -37,6 +42,10 @@ struct HarnessErrorNote {
   std::string reason;
   bool stored = true;  // false when even storing it failed (the database's disk is full)
 };
+
+// The order of SuiteRequest::interleave_levels (tasks sorted by problem path in; a problem's
+// candidates stay together).
+void interleave_by_level(std::vector<const Task*>& ordered);
 
 struct SuiteSummary {
   int tasks = 0;

@@ -32,14 +32,30 @@ TEST(MemoryPlan, ASmallProblemKeepsEveryCaseAndEveryTimingSet) {
   EXPECT_NE(plan.fits.find("all 15 cases resident"), std::string::npos) << plan.fits;
 }
 
-TEST(MemoryPlan, KernelBenchsLargestStreamsOneCaseAtATimeAndTakesTheDeviceAlone) {
-  // 45_Average_Pooling_2D: 17.2 GB in, 0.14 GB out (truth in float64: 0.28 GB).
-  auto plan = plan_memory(h200(17.2 * GB + 0.28 * GB, 0.14 * GB, 4));
+TEST(MemoryPlan, KernelBenchsLargestStreamsOneCaseAtATimeAndHasTheMemoryToItself) {
+  // 45_Average_Pooling_2D: 17.2 GB in, 0.14 GB out (truth in float64: 0.28 GB); its draw peaks
+  // at the template and the block (2x the inputs) and their float64 run.
+  auto f = h200(17.2 * GB + 0.28 * GB, 0.14 * GB, 4);
+  f.draw_peak_bytes = 4 * 17.2 * GB;
+  auto plan = plan_memory(f);
   EXPECT_EQ(plan.cached_cases, 0);
   EXPECT_EQ(plan.timing_sets, 1);
   EXPECT_TRUE(plan.alone);
+  EXPECT_GT(plan.working_bytes, 0.6 * 141 * GB);
   EXPECT_NE(plan.fits.find("one case at a time"), std::string::npos) << plan.fits;
-  EXPECT_NE(plan.fits.find("the device alone"), std::string::npos) << plan.fits;
+  EXPECT_NE(plan.fits.find("the device's memory to itself"), std::string::npos) << plan.fits;
+}
+
+TEST(MemoryPlan, ALargeElementwiseProblemReservesItsPeakAndLeavesRoomBesideIt) {
+  // 19_ReLU: 6.4 GB in and out, judged by 12.8 GB of float64 truth; the draw peaks at about
+  // 48 GiB. What it reserves leaves the rest of the ledger to smaller problems.
+  auto f = h200(6.4 * GB + 12.8 * GB, 6.4 * GB, 4);
+  f.draw_peak_bytes = 51.5 * GB;
+  auto plan = plan_memory(f);
+  EXPECT_FALSE(plan.alone);
+  EXPECT_DOUBLE_EQ(plan.working_bytes, 51.5 * GB + 19.2 * GB + 6.4 * GB);
+  EXPECT_LT(plan.working_bytes, 141 * GB * kReservableShare);
+  EXPECT_NE(plan.fits.find("GiB of the device reserved"), std::string::npos) << plan.fits;
 }
 
 TEST(MemoryPlan, ALargeProblemAloneOnItsDeviceKeepsWhatFitsItsShare) {
@@ -83,6 +99,7 @@ namespace {
 TEST(MemoryPlan, InputsAloneSayWhenAProblemMustHaveTheDeviceToItself) {
   // 19_ReLU's 6.4 GB of inputs need about 51 GB at their peak: more than a quarter of an H200.
   EXPECT_TRUE(needs_device_alone(6.4e9, 0, 141e9, 4));
+  EXPECT_DOUBLE_EQ(working_bytes_before_drawing(6.4e9, 0.1e9), 8 * 6.5e9);
   EXPECT_FALSE(needs_device_alone(6.4e9, 0, 141e9, 1));  // nobody else there
   EXPECT_FALSE(needs_device_alone(0.5e9, 0.1e9, 141e9, 4));
   EXPECT_FALSE(needs_device_alone(6.4e9, 0, 0, 4));  // no device figure: the host

@@ -109,3 +109,34 @@ TEST(WorkerPriority, DefaultKeepsTheOrchestratorsNiceness) {
 TEST(WorkerPriority, BuildWorkersRunNicer) {
   EXPECT_EQ(niceness_of_worker(10), std::to_string(std::min(19, own_niceness() + 10)));
 }
+
+namespace kbv::schedule {
+namespace {
+
+Task task_of(const std::string& path, std::optional<int> level, const std::string& candidate) {
+  Task t;
+  t.problem.path = path;
+  t.problem.level = level;
+  t.candidate.path = candidate;
+  return t;
+}
+
+TEST(InterleaveByLevel, TakesTheLevelsInTurnAndKeepsAProblemsCandidatesTogether) {
+  std::vector<Task> tasks = {
+      task_of("p/level1/19_ReLU.py", 1, "a"),      task_of("p/level1/19_ReLU.py", 1, "b"),
+      task_of("p/level1/20_LeakyReLU.py", 1, "a"), task_of("p/level1/21_Sigmoid.py", 1, "a"),
+      task_of("p/level2/1_Conv.py", 2, "a"),       task_of("p/level3/1_MLP.py", 3, "a"),
+      task_of("p/level3/2_Wide.py", 3, "a")};
+  std::vector<const Task*> ordered;
+  for (const auto& t : tasks) ordered.push_back(&t);
+  interleave_by_level(ordered);
+  std::vector<std::string> got;
+  for (const auto* t : ordered)
+    got.push_back(t->problem.path.filename().string() + ":" + t->candidate.path.string());
+  EXPECT_EQ(got,
+            (std::vector<std::string>{"19_ReLU.py:a", "19_ReLU.py:b", "1_Conv.py:a", "1_MLP.py:a",
+                                      "20_LeakyReLU.py:a", "2_Wide.py:a", "21_Sigmoid.py:a"}));
+}
+
+}  // namespace
+}  // namespace kbv::schedule

@@ -89,7 +89,27 @@ def test_cpu_secondary_figures():
     assert len(result["host_inclusive_ms"]) == 4 and len(result["hot_ms"]) == 4
     assert all(v > 0 for v in result["host_inclusive_ms"] + result["hot_ms"])
     assert result["hot_method"] == "cpu_back_to_back"
-    assert 3 <= result["hot_batch"] <= 100
+    assert 1 <= result["hot_batch"] <= 100
+
+
+def test_secondary_figures_of_a_slow_forward_stop_at_their_budget():
+    """A forward of 60 ms gets the minimum of calls per figure, not the 20 asked (the figures
+    are not judged and the device is held exclusively meanwhile); a fast one gets all."""
+    import time as clock
+
+    slow_calls = []
+
+    def slow(i):
+        slow_calls.append(i)
+        clock.sleep(0.06)
+
+    result = timing.secondary_times(slow, CPU, 20)
+    assert len(result["host_inclusive_ms"]) == timing.SECONDARY_MIN_CALLS
+    assert len(result["hot_ms"]) == timing.SECONDARY_MIN_CALLS
+    assert result["hot_batch"] == 1  # about 2 ms a batch: one call already exceeds it
+    assert len(slow_calls) == 2 * timing.SECONDARY_MIN_CALLS
+    fast = timing.secondary_times(lambda i: None, CPU, 20)
+    assert len(fast["host_inclusive_ms"]) == 20 and len(fast["hot_ms"]) == 20
 
 
 # -- the CUDA sample loop, against a fake kbv_native (no GPU needed) --------------------------
