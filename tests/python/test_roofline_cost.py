@@ -2,7 +2,6 @@
 thread: the count of the main thread is exact whether or not the warm-up runs beside it."""
 
 import torch
-
 from kbv import roofline
 
 
