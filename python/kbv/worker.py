@@ -79,6 +79,10 @@ _OUT_OF_MEMORY_WORDS = (
     "CUDA out of memory",
     "Cannot allocate memory",
     "CUDA_ERROR_OUT_OF_MEMORY",  # kbv_native: a shared block the driver could not make
+    # kbv_native's runtime allocations (the device measurement's buffers, the timing's L2
+    # flush): seen on the H200 with six evaluations on the device (session 10, call 2), where
+    # they were reported as kbv's internal fault instead of a memory shortage retried alone.
+    "cudaErrorMemoryAllocation",
 )
 
 

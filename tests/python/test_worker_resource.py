@@ -1,0 +1,39 @@
+"""The resource a worker's error names (python/kbv/worker.py `_resource`): what turns a failure
+of the reference into the harness fault `out_of_memory` (retried with the device alone) or
+`disk_full` rather than kbv's internal fault. The messages are the ones seen on the H200."""
+
+import errno
+
+import pytest
+from kbv import worker
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "kbv_native: cudaMallocAsync failed: cudaErrorMemoryAllocation: out of memory",
+        "kbv_native: cudaMalloc(&buffer.data, buffer.bytes) failed: cudaErrorMemoryAllocation: "
+        "out of memory",
+        "kbv_native: cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+        "CUDA out of memory. Tried to allocate 12.00 GiB",
+    ],
+)
+def test_device_memory_shortages_are_out_of_memory(message):
+    assert worker._resource(RuntimeError(message)) == "out_of_memory"
+
+
+def test_a_cause_is_followed_and_disk_full_is_told_apart():
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as inner:
+            raise RuntimeError("writing the case failed") from inner
+    except RuntimeError as error:
+        assert worker._resource(error) == "disk_full"
+
+
+def test_other_errors_name_no_resource():
+    assert (
+        worker._resource(RuntimeError("cudaErrorIllegalAddress: an illegal memory access")) is None
+    )
+    assert worker._resource(ValueError("shapes do not match")) is None
