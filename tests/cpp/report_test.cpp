@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "report/eval_summary.hpp"
 #include "report/export.hpp"
 #include "report/metrics.hpp"
 #include "report/render.hpp"
@@ -411,6 +412,136 @@ TEST(ReportMetrics, FlaggedProblemsListed) {
   const Report r = build_report({make(deg), make(f64), make(correct("a", 1, 1))});
   EXPECT_EQ(r.degenerate_problems, std::vector<std::string>{"level1/7_Const"});
   EXPECT_EQ(r.reference_fails_float64_problems, std::vector<std::string>{"level2/9_Sum"});
+}
+
+// The leaderboard's case (issue 19): a candidate returning cached zeros on a problem whose
+// output is 0 for every input is `correct` at 19x. Flagged problems (degenerate, or a reference
+// failing its float64 run) are left out of the headline figures, which are then the honest
+// problem's alone. The flags are about the problem, so every result of a flagged problem is left
+// out, also one that does not carry the flag (a sample that did not build).
+std::vector<json> flagged_and_honest() {
+  Spec zeros = correct("80_Gemm_Max_Subtract_GELU", 19, 25, 1.0);
+  zeros.level = 2;
+  zeros.problem_id = 80;
+  zeros.degenerate = true;
+  zeros.flags = {{"problem_degenerate", "warn"}};
+  Spec unbuilt = failed("80_Gemm_Max_Subtract_GELU", "compile_error");  // no flag of its own
+  unbuilt.level = 2;
+  unbuilt.problem_id = 80;
+  unbuilt.sample = 1;
+  Spec unstable = correct("9_Sum", 7, 7, 1.0);
+  unstable.problem_id = 9;
+  unstable.flags = {{"reference_fails_float64", "warn"}};
+  return {make(zeros), make(unbuilt), make(unstable), make(correct("19_ReLU", 1.31, 2.5, 1.0))};
+}
+
+TEST(ReportFlagged, FlaggedProblemsAreLeftOutOfTheHeadline) {
+  const Report r = build_report(flagged_and_honest());
+  ASSERT_EQ(r.sections.size(), 1u);
+  const Figures& f = r.sections[0].overall.figures;
+  // The honest problem stays in: one task, correct at 1.31x vs TF32.
+  EXPECT_EQ(f.tasks, 1);
+  EXPECT_EQ(f.compiled, 1);
+  EXPECT_EQ(f.correct, 1);
+  ASSERT_EQ(f.vs_tf32.geomean.n, 1);
+  EXPECT_NEAR(*f.vs_tf32.geomean.value, 1.31, 1e-12);
+  EXPECT_NEAR(*f.vs_fp32.geomean.value, 2.5, 1e-12);
+  EXPECT_NEAR(*f.vs_tf32.geomean_failures_as_one.value, 1.31, 1e-12);
+  EXPECT_EQ(fast(f.vs_tf32, 1), 1);
+  EXPECT_EQ(fast(f.vs_tf32, 1.5), 0);
+  EXPECT_EQ(f.memory_measured, 1);
+  // Exactly the figures of a database holding the honest result alone, in every group.
+  const Report honest = build_report({make(correct("19_ReLU", 1.31, 2.5, 1.0))});
+  EXPECT_EQ(scalars(f), scalars(honest.sections[0].overall.figures));
+  ASSERT_EQ(r.sections[0].by_level.size(), 1u);
+  EXPECT_EQ(r.sections[0].by_level[0].key, "level 1");
+  EXPECT_EQ(scalars(r.sections[0].by_level[0].figures), scalars(f));
+  ASSERT_EQ(r.sections[0].by_run.size(), 1u);
+  EXPECT_EQ(scalars(r.sections[0].by_run[0].figures), scalars(f));
+  // Every result still has its row; the flagged problems are still named.
+  EXPECT_EQ(r.tasks.size(), 4u);
+  EXPECT_EQ(r.degenerate_problems, std::vector<std::string>{"level2/80_Gemm_Max_Subtract_GELU"});
+  EXPECT_EQ(r.reference_fails_float64_problems, std::vector<std::string>{"level1/9_Sum"});
+}
+
+TEST(ReportFlagged, EveryFormatSaysSoAndListsThemWithTheirFigures) {
+  const Report r = build_report(flagged_and_honest());
+  const std::string note =
+      "2 problems flagged degenerate or with a reference failing its float64 run are left out of "
+      "the aggregates above; --include-flagged puts them back.";
+  const std::string md = render(r, Format::Markdown);
+  EXPECT_NE(md.find(note), std::string::npos);
+  // Their own table: the zeros kernel's 19x is there, beside its problem.
+  EXPECT_NE(md.find("| level2/80_Gemm_Max_Subtract_GELU | verified | problem_degenerate | 2 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("19.0"), std::string::npos);
+  const std::string html = render(r, Format::Html);
+  EXPECT_NE(html.find(note), std::string::npos);
+  EXPECT_NE(html.find("level2/80_Gemm_Max_Subtract_GELU"), std::string::npos);
+  const std::string csv = render(r, Format::Csv);
+  EXPECT_NE(csv.find("verified,overall,all,all,1,1,1,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("verified,flagged_problem,level2/80_Gemm_Max_Subtract_GELU,all,2,0.5,0.5,"),
+            std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find("verified,flagged_problem,level1/9_Sum,all,1,1,1,"), std::string::npos);
+  const json j = json::parse(render(r, Format::Json));
+  EXPECT_EQ(j["options"]["include_flagged"], false);
+  ASSERT_EQ(j["flagged_problems"].size(), 2u);
+  EXPECT_EQ(j["flagged_problems"][0]["problem"], "level1/9_Sum");
+  EXPECT_EQ(j["flagged_problems"][0]["why"], json({"reference_fails_float64"}));
+  EXPECT_EQ(j["flagged_problems"][1]["why"], json({"problem_degenerate"}));
+  EXPECT_EQ(j["flagged_problems"][1]["in_aggregates"], false);
+  const json& own = j["sections"][0]["flagged"][1];
+  EXPECT_EQ(own["key"], "level2/80_Gemm_Max_Subtract_GELU");
+  EXPECT_EQ(own["figures"]["tasks"], 2);
+  EXPECT_DOUBLE_EQ(own["figures"]["vs_tf32"]["geomean"]["value"].get<double>(), 19.0);
+  EXPECT_EQ(j["sections"][0]["overall"]["figures"]["tasks"], 1);
+}
+
+// Speedups print with significant digits: a candidate 1,700x slower than its baseline is not
+// "0.00x" (issue 19).
+TEST(ReportRender, SlowSpeedupsKeepTheirDigits) {
+  const Report r = build_report({make(correct("slow", 1.0 / 1700, 1.0 / 850, 1.0 / 1700))});
+  const std::string md = render(r, Format::Markdown);
+  EXPECT_NE(md.find("0.000588 [0.000588, 0.000588]"), std::string::npos) << md;
+  EXPECT_NE(md.find("0.00118 [0.00118, 0.00118]"), std::string::npos);
+  EXPECT_NE(md.find("1700 [1700, 1700]"), std::string::npos);  // memory: ref / cand peak
+  const std::string html = render(r, Format::Html);
+  EXPECT_NE(html.find("<td>0.000588</td>"), std::string::npos);
+  EXPECT_NE(html.find("slow sample 0: 0.000588x"), std::string::npos);
+  const Report protocols = build_report({make(correct("slow", 1.0 / 17000, 1, 1)), [] {
+                                           Spec s = correct("slow", 1.0 / 17000, 1, 1);
+                                           s.protocol = "standard";
+                                           return make(s);
+                                         }()});
+  // The side-by-side scalars: four significant digits, not 5.882e-05.
+  EXPECT_NE(render(protocols, Format::Markdown).find("| geomean_tf32 | 0.00005882 | 0.00005882 |"),
+            std::string::npos);
+}
+
+// `kbv eval`'s summary: speedups, ratios and times with significant digits.
+TEST(EvalSummary, SpeedupsKeepTheirDigits) {
+  Result r;
+  r.verdict = Verdict::Correct;
+  r.reason = "matches";
+  const auto time = [](double ms) {
+    return json{{"median_ms", ms}, {"ci_low_ms", ms * 0.9}, {"ci_high_ms", ms * 1.1}, {"n", 10}};
+  };
+  r.timing = {
+      {"candidate", time(1.7)}, {"baseline_tf32", time(0.001)}, {"baseline_fp32", time(32.7)}};
+  r.speedup["vs_tf32"] = {
+      {"value", 1.0 / 1700}, {"ci_low", 0.00055}, {"ci_high", 0.00062}, {"tie", false}};
+  r.speedup["vs_fp32"] = {{"value", 19.24}, {"ci_low", 18.0}, {"ci_high", 20.5}, {"tie", false}};
+  r.memory = {{"candidate_peak_bytes", 1024.0},
+              {"reference_peak_bytes", 2048.0 * 1024 * 1024},
+              {"peak_ratio", 1024.0 / (2048.0 * 1024 * 1024)}};
+  const std::string s = summary(r);
+  EXPECT_NE(s.find("vs TF32        0.000588x  [0.000550, 0.000620]"), std::string::npos) << s;
+  EXPECT_NE(s.find("vs FP32        19.2x  [18.0, 20.5]"), std::string::npos) << s;
+  EXPECT_NE(s.find("TF32 baseline  0.001000 ms  [0.0009000, 0.001100]"), std::string::npos) << s;
+  EXPECT_NE(s.find("candidate      1.700 ms"), std::string::npos) << s;
+  EXPECT_NE(s.find("(ratio 4.77e-07)"), std::string::npos) << s;
 }
 
 TEST(ReportMetrics, BootstrapIsDeterministicAndBracketsTheValue) {
