@@ -499,6 +499,122 @@ TEST(ReportFlagged, EveryFormatSaysSoAndListsThemWithTheirFigures) {
   EXPECT_EQ(j["sections"][0]["overall"]["figures"]["tasks"], 1);
 }
 
+TEST(ReportFlagged, EachGroupCountsWhatItLeavesOut) {
+  const Report r = build_report(flagged_and_honest());
+  const Section& s = r.sections[0];
+  EXPECT_EQ(s.overall.flagged_left_out, 2);
+  EXPECT_EQ(s.by_run[0].flagged_left_out, 2);    // modelA
+  EXPECT_EQ(s.by_level[0].flagged_left_out, 1);  // level 1: 9_Sum (level 2 has nothing left)
+  ASSERT_EQ(s.flagged.size(), 2u);
+  EXPECT_EQ(s.flagged[0].key, "level1/9_Sum");
+  EXPECT_EQ(s.flagged[1].figures.tasks, 2);
+  EXPECT_EQ(s.flagged[1].figures.correct, 1);
+  EXPECT_TRUE(s.flagged[1].best_of_n.has_value());  // two samples of it
+  for (const auto& t : r.tasks) {
+    EXPECT_EQ(t.problem_flags.empty(), t.problem == "19_ReLU") << t.problem;
+  }
+  EXPECT_EQ(r.flagged.at("level2/80_Gemm_Max_Subtract_GELU"),
+            std::vector<std::string>{"problem_degenerate"});
+  // A protocol whose every result is flagged still has its section, with nothing in its figures.
+  const Report only = build_report({flagged_and_honest()[0]});
+  ASSERT_EQ(only.sections.size(), 1u);
+  EXPECT_EQ(only.sections[0].overall.figures.tasks, 0);
+  EXPECT_FALSE(only.sections[0].overall.figures.vs_tf32.geomean.value.has_value());
+  EXPECT_EQ(only.sections[0].flagged.size(), 1u);
+  EXPECT_NE(render(only, Format::Markdown).find("puts it back."), std::string::npos);
+  EXPECT_FALSE(render(only, Format::Html).empty());
+  // The flag in the problem's audit alone (a result whose flags were not kept) is enough.
+  json audited = make(correct("5_LayerNorm", 3, 3));
+  audited["problem"]["audit"] = {{"reference_fails_float64", {"h3_wide_range-0"}}};
+  EXPECT_EQ(flagged_problems({audited}).at("level1/5_LayerNorm"),
+            std::vector<std::string>{"reference_fails_float64"});
+  // Not flagged: an empty list of failing cases, degenerate false.
+  audited["problem"]["audit"]["reference_fails_float64"] = json::array();
+  EXPECT_TRUE(flagged_problems({audited}).empty());
+}
+
+TEST(ReportFlagged, IncludeFlaggedPutsThemBack) {
+  Options o;
+  o.include_flagged = true;
+  const Report r = build_report(flagged_and_honest(), o);
+  const Figures& f = r.sections[0].overall.figures;
+  EXPECT_EQ(f.tasks, 4);
+  EXPECT_EQ(f.correct, 3);
+  EXPECT_NEAR(*f.vs_tf32.geomean.value, std::cbrt(19 * 7 * 1.31), 1e-12);
+  EXPECT_EQ(fast(f.vs_tf32, 1.5), 2);
+  EXPECT_EQ(r.sections[0].overall.flagged_left_out, 0);
+  EXPECT_EQ(r.sections[0].by_level.size(), 2u);
+  EXPECT_EQ(r.sections[0].flagged.size(), 2u);  // still listed with their own figures
+  const std::string md = render(r, Format::Markdown);
+  EXPECT_NE(md.find("2 problems flagged degenerate or with a reference failing its float64 run "
+                    "are in the aggregates above (--include-flagged)"),
+            std::string::npos)
+      << md;
+  const json j = json::parse(render(r, Format::Json));
+  EXPECT_EQ(j["options"]["include_flagged"], true);
+  EXPECT_EQ(j["flagged_problems"][0]["in_aggregates"], true);
+  EXPECT_EQ(j["sections"][0]["overall"]["flagged_problems_left_out"], 0);
+  EXPECT_NE(render(r, Format::Csv).find("verified,overall,all,all,4,"), std::string::npos);
+  EXPECT_NE(render(r, Format::Html).find("are in the aggregates above"), std::string::npos);
+}
+
+TEST(ReportFlagged, CompareLeavesOutProblemsFlaggedOnEitherSide) {
+  // A's zeros kernel does not carry the flag (an older database); B flags the problem. Both
+  // sides leave it out, so that both are over the same problems; the honest problem stays.
+  Spec zeros = correct("80_Gemm_Max_Subtract_GELU", 19, 25);
+  zeros.level = 2;
+  zeros.problem_id = 80;
+  const std::vector<json> a = {make(zeros), make(correct("19_ReLU", 1.31, 2.5))};
+  zeros.flags = {{"problem_degenerate", "warn"}};
+  const std::vector<json> b = {make(zeros), make(correct("19_ReLU", 1.5, 2.5))};
+  const Comparison c = compare(a, b);
+  ASSERT_EQ(c.flagged.size(), 1u);
+  EXPECT_EQ(c.matched, 1);
+  EXPECT_EQ(c.matched_flagged, 1);
+  EXPECT_EQ(c.same_verdict, 1);
+  const auto figure = [](const GroupDiff& g, const std::string& name) {
+    for (const auto& f : g.figures) {
+      if (f.name == name) return f;
+    }
+    ADD_FAILURE() << name;
+    return FigureDiff{};
+  };
+  ASSERT_EQ(c.groups[0].group_by, "overall");
+  EXPECT_EQ(*figure(c.groups[0], "tasks").a, 1);
+  EXPECT_EQ(*figure(c.groups[0], "tasks").b, 1);
+  EXPECT_NEAR(*figure(c.groups[0], "geomean_tf32").a, 1.31, 1e-12);
+  EXPECT_NEAR(*figure(c.groups[0], "geomean_tf32").b, 1.5, 1e-12);
+  const GroupDiff& own = c.groups.back();
+  EXPECT_EQ(own.group_by, "flagged_problem");
+  EXPECT_EQ(own.key, "level2/80_Gemm_Max_Subtract_GELU");
+  EXPECT_NEAR(*figure(own, "geomean_tf32").a, 19, 1e-12);
+  const std::string note =
+      "1 problem flagged degenerate or with a reference failing its float64 run in either "
+      "database is left out of the aggregates above; --include-flagged puts it back.";
+  const std::string md = render(c, Format::Markdown);
+  EXPECT_NE(md.find(note), std::string::npos) << md;
+  EXPECT_NE(md.find("| level2/80_Gemm_Max_Subtract_GELU | verified | problem_degenerate | 1 | 1 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("1 more candidate in both is of flagged problems"), std::string::npos);
+  EXPECT_NE(render(c, Format::Html).find(note), std::string::npos);
+  EXPECT_NE(render(c, Format::Csv)
+                .find("verified,flagged_problem,level2/80_Gemm_Max_Subtract_GELU,all,geomean_tf32,"
+                      "19,19,0"),
+            std::string::npos);
+  const json j = json::parse(render(c, Format::Json));
+  EXPECT_EQ(j["flagged_problems"][0]["why"], json({"problem_degenerate"}));
+  EXPECT_EQ(j["candidates"]["matched_flagged"], 1);
+  // --include-flagged: both sides' figures hold it again.
+  Options o;
+  o.include_flagged = true;
+  const Comparison with = compare(a, b, o);
+  EXPECT_EQ(*figure(with.groups[0], "tasks").a, 2);
+  EXPECT_EQ(with.matched, 2);
+  EXPECT_NE(render(with, Format::Markdown).find("in either database is in the aggregates above"),
+            std::string::npos);
+}
+
 // Speedups print with significant digits: a candidate 1,700x slower than its baseline is not
 // "0.00x" (issue 19).
 TEST(ReportRender, SlowSpeedupsKeepTheirDigits) {
