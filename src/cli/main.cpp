@@ -299,6 +299,7 @@ int main(int argc, char** argv) {
                        "jsonl: a file (default stdout); kernelbench: a folder (required)");
 
   std::string report_db, report_format = "md", report_out, report_by = "run";
+  kbv::report::Options report_options;
   auto* reporter = app.add_subcommand("report",
                                       "the figures researchers publish, from a run "
                                       "database: md, json, csv or a self-contained html");
@@ -318,6 +319,9 @@ int main(int argc, char** argv) {
     cmd->add_option("--format", report_format, "md (default), json, csv or html");
     cmd->add_option("--out,-o", report_out, "write here instead of standard output");
     cmd->add_option("--by", report_by, "group tables by run (default), model or level");
+    cmd->add_flag("--include-flagged", report_options.include_flagged,
+                  "put problems flagged degenerate or with a reference failing its float64 run "
+                  "back into the figures (by default they are left out and listed apart)");
   }
 
   suite.database = "results.sqlite";
@@ -418,7 +422,8 @@ int main(int argc, char** argv) {
           return kExitUsage;
         }
         text = kbv::report::render(
-            kbv::report::build_report(kbv::store::Store(report_db).results()), *format, *by);
+            kbv::report::build_report(kbv::store::Store(report_db).results(), report_options),
+            *format, *by);
       } else {
         for (const auto& db : {compare_a, compare_b}) {
           if (!fs::exists(db)) {
@@ -426,9 +431,10 @@ int main(int argc, char** argv) {
             return kExitUsage;
           }
         }
-        auto comparison = kbv::report::compare(
-            kbv::store::Store(compare_a).results(), kbv::store::Store(compare_b).results(), {},
-            fs::path(compare_a).stem().string(), fs::path(compare_b).stem().string());
+        auto comparison = kbv::report::compare(kbv::store::Store(compare_a).results(),
+                                               kbv::store::Store(compare_b).results(),
+                                               report_options, fs::path(compare_a).stem().string(),
+                                               fs::path(compare_b).stem().string());
         text = kbv::report::render(comparison, *format, *by);
       }
       if (report_out.empty()) {

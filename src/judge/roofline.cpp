@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/figure_format.hpp"
+
 namespace kbv::judge {
 using nlohmann::json;
 
@@ -61,12 +63,12 @@ void judge_roofline(const RooflineCheck& check, const ReferenceCost& cost, const
                     Findings& out) {
   if (!check.below) return;
   out.add("below_roofline", Severity::Reject,
-          fmt::format("median time {:.4f} ms is below {} x the roofline floor {:.4f} ms: {:.4g} "
-                      "bytes at {:.3g} B/s = {:.4f} ms, {:.4g} FLOPs at {:.3g} FLOP/s = {:.4f} ms "
-                      "({})",
-                      check.candidate_ms, kRooflineSafety, check.floor_ms, check.bytes,
-                      peaks.bytes_per_s, check.memory_ms, cost.flops, peaks.flops_per_s,
-                      check.compute_ms, peaks.source));
+          fmt::format("median time {} ms is below {} x the roofline floor {} ms: {:.4g} "
+                      "bytes at {:.3g} B/s = {} ms, {:.4g} FLOPs at {:.3g} FLOP/s = {} ms ({})",
+                      significant(check.candidate_ms, 4), kRooflineSafety,
+                      significant(check.floor_ms, 4), check.bytes, peaks.bytes_per_s,
+                      significant(check.memory_ms, 4), cost.flops, peaks.flops_per_s,
+                      significant(check.compute_ms, 4), peaks.source));
 }
 
 }  // namespace kbv::judge

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/figure_format.hpp"
+
 namespace kbv::judge {
 namespace {
 
@@ -42,7 +44,7 @@ std::string correct_reason(const Result& result) {
       fmt::format("matches the reference on all {} draws of {} input families", draws, families);
   const auto& vs = result.speedup.value("vs_tf32", nlohmann::json());
   if (vs.is_object() && vs.contains("value")) {
-    reason += fmt::format("; {:.2f}x the TF32 baseline", vs["value"].get<double>());
+    reason += fmt::format("; {} the TF32 baseline", times(vs["value"].get<double>()));
     if (vs.value("tie", false)) reason += " (a tie within noise)";
   }
   return reason;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/figure_format.hpp"
+
 namespace kbv::report {
 using nlohmann::json;
 
@@ -19,6 +21,11 @@ std::optional<double> number_at(const json& j, const json::json_pointer& p) {
 
 std::string cell(const std::optional<double>& v, const char* spec) {
   return v ? fmt::format(fmt::runtime(spec), *v) : "";
+}
+
+// A ratio with significant digits (kbv::significant), "" when unset.
+std::string ratio(const std::optional<double>& v, int digits = 3) {
+  return v ? significant(*v, digits) : "";
 }
 
 std::string gib(const std::optional<double>& bytes) {
@@ -164,10 +171,9 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
     fallback += r.truth_float32 > 0;
     alone += r.alone;
     seconds += r.seconds;
-    std::string self = r.self_speedup
-                           ? fmt::format("{:.3f} [{}, {}]", *r.self_speedup,
-                                         cell(r.self_low, "{:.3f}"), cell(r.self_high, "{:.3f}"))
-                           : "";
+    std::string self = r.self_speedup ? fmt::format("{} [{}, {}]", ratio(r.self_speedup, 4),
+                                                    ratio(r.self_low, 4), ratio(r.self_high, 4))
+                                      : "";
     std::string check = r.verdict == "correct" ? "correct" : r.verdict + ": " + r.reason;
     std::string reference = r.reference_fails_float64 > 0
                                 ? fmt::format("fails on {} ({})", r.reference_fails_float64,
@@ -177,7 +183,7 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
     out += fmt::format("| {} | {} | {} | {:.1f} | {} | {} | {} | {} | {} |\n", r.problem,
                        escape_md(check.substr(0, 160)), escape_md(r.fits), r.seconds,
                        r.degenerate ? escape_md(r.degenerate_why) : "", reference,
-                       cell(r.fp32_over_tf32, "{:.2f}"), self, gib(r.peak_bytes));
+                       ratio(r.fp32_over_tf32), self, gib(r.peak_bytes));
   }
   out += fmt::format(
       "\n{} problems: {} pass their own verified check, {} degenerate, {} where the TF32 "

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/figure_format.hpp"
+
 namespace kbv::report {
 namespace {
 
@@ -9,16 +11,18 @@ using nlohmann::json;
 
 std::string speedup_line(const json& s, const char* label) {
   if (!s.is_object() || !s.contains("value")) return fmt::format("  {:<14} not measured\n", label);
-  return fmt::format("  {:<14} {:.3f}x  [{:.3f}, {:.3f}]{}\n", label, s["value"].get<double>(),
-                     s["ci_low"].get<double>(), s["ci_high"].get<double>(),
-                     s.value("tie", false) ? "  tie" : "");
+  return fmt::format("  {:<14} {}  [{}, {}]{}\n", label, times(s["value"].get<double>()),
+                     significant(s["ci_low"].get<double>()),
+                     significant(s["ci_high"].get<double>()), s.value("tie", false) ? "  tie" : "");
 }
 
 std::string time_line(const json& t, const char* label) {
   if (!t.is_object()) return "";
-  return fmt::format("  {:<14} {:.4f} ms  [{:.4f}, {:.4f}]  n={}\n", label,
-                     t.value("median_ms", 0.0), t.value("ci_low_ms", 0.0),
-                     t.value("ci_high_ms", 0.0), t.value("n", 0));
+  // Four significant digits: a 2-microsecond kernel is 0.002000 ms, not 0.0020.
+  return fmt::format("  {:<14} {} ms  [{}, {}]  n={}\n", label,
+                     significant(t.value("median_ms", 0.0), 4),
+                     significant(t.value("ci_low_ms", 0.0), 4),
+                     significant(t.value("ci_high_ms", 0.0), 4), t.value("n", 0));
 }
 
 std::string mib(const json& bytes) {
@@ -61,7 +65,7 @@ std::string summary(const Result& r) {
     const auto& ratio = r.memory["peak_ratio"];
     out += fmt::format("  peak memory    {} vs {} (ratio {})\n",
                        mib(r.memory["candidate_peak_bytes"]), mib(r.memory["reference_peak_bytes"]),
-                       ratio.is_number() ? fmt::format("{:.2f}", ratio.get<double>()) : "n/a");
+                       ratio.is_number() ? significant(ratio.get<double>()) : "n/a");
   }
   for (const auto& f : r.flags) {
     out += fmt::format("  [{}] {}: {}\n", to_string(f.severity), f.id, f.detail);

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <map>
 
+#include "core/figure_format.hpp"
 #include "report/formats.hpp"
 #include "report/svg.hpp"
 #include "report/tables.hpp"
@@ -37,6 +38,10 @@ std::string html_tasks(const std::vector<TaskRow>& tasks) {
   for (const auto& t : tasks) {
     std::string flags;
     for (const auto& f : t.flags) flags += (flags.empty() ? "" : " ") + f;
+    if (!t.problem_flags.empty()) {
+      flags += (flags.empty() ? "" : " ") + std::string("(problem flagged: ") +
+               joined(t.problem_flags) + ")";
+    }
     out += fmt::format(
         "<tr class=\"{0}\"><td>{1}</td><td>{2}</td><td>{3}</td><td>{4}</td><td>{5}</td>"
         "<td>{6}</td><td title=\"{7}\">{8}</td><td>{9}</td><td>{10}</td><td>{11}</td>"
@@ -44,8 +49,8 @@ std::string html_tasks(const std::vector<TaskRow>& tasks) {
         svg::escape(t.verdict), svg::escape(t.protocol), svg::escape(t.run), opt(t.level),
         opt(t.problem_id), svg::escape(t.problem), opt(t.sample), svg::escape(t.reason),
         svg::escape(t.verdict), svg::escape(t.first_failing_family), svg::escape(flags),
-        number(t.speedup_tf32, 3) + (t.tie_tf32 ? " (tie)" : ""), number(t.speedup_fp32, 3),
-        number(t.peak_ratio, 3),
+        number(t.speedup_tf32) + (t.tie_tf32 ? " (tie)" : ""), number(t.speedup_fp32),
+        number(t.peak_ratio),
         t.candidate_path.empty()
             ? std::string()
             : fmt::format("<a href=\"{}\">source</a>", svg::escape(file_url(t.candidate_path))));
@@ -72,6 +77,10 @@ std::string html_report(const Report& r, GroupBy by) {
   if (!r.harness_errors.empty()) {
     out += "<p>" + svg::escape(harness_errors_note(r.harness_errors)) + "</p>\n";
   }
+  if (!r.flagged.empty()) {
+    out += "<p>" + svg::escape(flagged_headline(r.flagged.size(), r.options.include_flagged)) +
+           "</p>\n";
+  }
   for (const auto& s : r.sections) {
     out += fmt::format("<h2>Protocol <code>{}</code></h2>\n", svg::escape(s.protocol));
     for (bool best : {false, true}) {
@@ -89,6 +98,8 @@ std::string html_report(const Report& r, GroupBy by) {
     // Per run: speedup against memory efficiency (colour = level), and the speedups' histogram.
     std::map<std::string, std::vector<const TaskRow*>> runs;
     for (const auto& t : r.tasks) {
+      // The plots are figures too: a flagged problem's kernels only with --include-flagged.
+      if (!t.problem_flags.empty() && !r.options.include_flagged) continue;
       if (t.protocol == s.protocol) runs[t.run].push_back(&t);
     }
     for (const auto& [run, tasks] : runs) {
@@ -108,8 +119,8 @@ std::string html_report(const Report& r, GroupBy by) {
         const auto series = std::find(levels.begin(), levels.end(), l) - levels.begin();
         points.push_back(
             {*t->speedup_tf32, 1 / *t->peak_ratio, static_cast<int>(series),
-             fmt::format("{} sample {}: {:.3f}x, memory {:.3f}x", t->problem, t->sample.value_or(0),
-                         *t->speedup_tf32, 1 / *t->peak_ratio)});
+             fmt::format("{} sample {}: {}, memory {}", t->problem, t->sample.value_or(0),
+                         times(*t->speedup_tf32), times(1 / *t->peak_ratio))});
       }
       out += fmt::format("<h3>Run <code>{}</code></h3>\n<div class=\"plots\">\n", svg::escape(run));
       out +=
@@ -150,15 +161,18 @@ std::string html_report(const Report& r, GroupBy by) {
         "<h4>Candidates correct under one protocol but not another</h4>\n" + html(disagreement(pc));
   }
   out += "<h2>Flagged problems</h2>\n";
-  const auto list = [&](const char* title, const std::vector<std::string>& names) {
-    out += fmt::format("<p>{}: {}</p>\n", title, names.empty() ? "none" : "");
-    if (names.empty()) return;
-    out += "<ul>\n";
-    for (const auto& n : names) out += "<li>" + svg::escape(n) + "</li>\n";
-    out += "</ul>\n";
-  };
-  list("Degenerate (output does not depend on the inputs)", r.degenerate_problems);
-  list("Reference fails against float64", r.reference_fails_float64_problems);
+  if (r.flagged.empty()) {
+    out +=
+        "<p>None: no problem is flagged degenerate or with a reference failing its float64 "
+        "run.</p>\n";
+  } else {
+    out +=
+        "<p><code>problem_degenerate</code>: the output does not depend on the inputs; "
+        "<code>reference_fails_float64</code>: the TF32 reference is far from its own float64 "
+        "run. A flag about a problem holds for every candidate of it.</p>\n";
+    out += html(flagged(r)) + "<p>" +
+           svg::escape(flagged_note(r.flagged.size(), r.options.include_flagged)) + "</p>\n";
+  }
   out += "<h2>Results</h2>\n" + html_tasks(r.tasks);
   if (!r.harness_errors.empty()) {
     out += "<h2>Harness errors (faults of kbv, left out of every figure)</h2>\n" +

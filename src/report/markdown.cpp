@@ -21,6 +21,9 @@ std::string markdown_report(const Report& r, GroupBy by) {
       "see docs/reporting.md.\n\n",
       100 * r.options.confidence);
   if (!r.harness_errors.empty()) out += harness_errors_note(r.harness_errors) + "\n\n";
+  if (!r.flagged.empty()) {
+    out += flagged_headline(r.flagged.size(), r.options.include_flagged) + "\n\n";
+  }
   if (r.sections.empty()) out += "No results.\n\n";
   for (const auto& s : r.sections) {
     out += fmt::format("## Protocol `{}`\n\n", s.protocol);
@@ -43,13 +46,17 @@ std::string markdown_report(const Report& r, GroupBy by) {
            markdown(disagreement(*r.protocols));
   }
   out += "## Flagged problems\n\n";
-  const auto list = [&](const char* title, const std::vector<std::string>& names) {
-    out += fmt::format("{}: {}\n\n", title, names.empty() ? "none" : "");
-    for (const auto& n : names) out += "- " + n + "\n";
-    if (!names.empty()) out += "\n";
-  };
-  list("Degenerate (output does not depend on the inputs)", r.degenerate_problems);
-  list("Reference fails against float64", r.reference_fails_float64_problems);
+  if (r.flagged.empty()) {
+    out +=
+        "None: no problem is flagged degenerate or with a reference failing its float64 run.\n\n";
+  } else {
+    out +=
+        "`problem_degenerate`: the output does not depend on the inputs; "
+        "`reference_fails_float64`: the TF32 reference is far from its own float64 run. A flag "
+        "about a problem holds for every candidate of it.\n\n";
+    out +=
+        markdown(flagged(r)) + flagged_note(r.flagged.size(), r.options.include_flagged) + "\n\n";
+  }
   if (!r.harness_errors.empty()) {
     out += "## Harness errors (faults of kbv, left out of every figure)\n\n" +
            markdown(harness_errors(r.harness_errors));

@@ -472,17 +472,20 @@ std::vector<std::pair<std::string, std::optional<double>>> scalars(const Figures
 json Group::to_json() const {
   return {{"key", key},
           {"figures", figures.to_json()},
+          {"flagged_problems_left_out", flagged_left_out},
           {"best_of_n", best_of_n ? best_of_n->to_json() : json(nullptr)}};
 }
 
 json Section::to_json() const {
-  json runs = json::array(), levels = json::array();
+  json runs = json::array(), levels = json::array(), own = json::array();
   for (const auto& g : by_run) runs.push_back(g.to_json());
   for (const auto& g : by_level) levels.push_back(g.to_json());
+  for (const auto& g : flagged) own.push_back(g.to_json());
   return {{"protocol", protocol},
           {"overall", overall.to_json()},
           {"by_run", runs},
-          {"by_level", levels}};
+          {"by_level", levels},
+          {"flagged", own}};
 }
 
 json ProtocolComparison::to_json() const {
@@ -518,6 +521,7 @@ json TaskRow::to_json() const {
           {"tie_vs_tf32", tie_tf32},
           {"speedup_vs_fp32", opt(speedup_fp32)},
           {"peak_ratio", opt(peak_ratio)},
+          {"problem_flags", problem_flags},
           {"candidate_path", candidate_path}};
 }
 
@@ -534,30 +538,68 @@ json Report::to_json() const {
   for (const auto& s : sections) secs.push_back(s.to_json());
   for (const auto& t : tasks) rows.push_back(t.to_json());
   for (const auto& h : harness_errors) faults.push_back(h.to_json());
-  json fast = json::array();
+  json fast = json::array(), flagged_j = json::array();
   for (double p : options.fast_p) fast.push_back(p);
+  for (const auto& [problem, why] : flagged) {
+    flagged_j.push_back(
+        {{"problem", problem}, {"why", why}, {"in_aggregates", options.include_flagged}});
+  }
   return {{"schema", "kbv.report/1"},
           {"options",
            {{"memory_noise_band", options.memory_noise_band},
             {"confidence", options.confidence},
             {"resamples", options.resamples},
             {"seed", options.seed},
-            {"fast_p", fast}}},
+            {"fast_p", fast},
+            {"include_flagged", options.include_flagged}}},
           {"results", results},
           {"sections", secs},
           {"protocols", protocols ? protocols->to_json() : json(nullptr)},
+          {"flagged_problems", flagged_j},
           {"degenerate_problems", degenerate_problems},
           {"reference_fails_float64_problems", reference_fails_float64_problems},
           {"tasks", rows},
           {"harness_errors", faults}};
 }
 
+FlaggedProblems flagged_problems(const std::vector<json>& results) {
+  std::map<std::string, std::set<std::string>> why;
+  for (const auto& r : results) {
+    if (is_harness_error(r)) continue;
+    const json& problem = at(r, "problem");
+    const json& degenerate = at(problem, "degenerate");
+    if (degenerate.is_boolean() && degenerate.get<bool>()) {
+      why[problem_label(r)].insert("problem_degenerate");
+    }
+    const json& unstable = at(at(problem, "audit"), "reference_fails_float64");
+    if ((unstable.is_array() && !unstable.empty()) ||
+        (unstable.is_boolean() && unstable.get<bool>())) {
+      why[problem_label(r)].insert("reference_fails_float64");
+    }
+    for (const auto& flag : at(r, "flags")) {
+      const std::string id = text(flag, "id");
+      if (id == "problem_degenerate" || id == "reference_fails_float64") {
+        why[problem_label(r)].insert(id);
+      }
+    }
+  }
+  FlaggedProblems out;
+  for (const auto& [problem, ids] : why) out[problem].assign(ids.begin(), ids.end());
+  return out;
+}
+
 Report build_report(const std::vector<json>& results, const Options& options) {
+  return build_report(results, options, flagged_problems(results));
+}
+
+Report build_report(const std::vector<json>& results, const Options& options,
+                    const FlaggedProblems& flagged) {
   Report report;
   report.options = options;
   report.results = static_cast<int>(results.size());
+  // Per protocol: the results the figures are over, and those of flagged problems by problem.
   std::map<std::string, std::vector<const json*>> by_protocol;
-  std::set<std::string> degenerate, fails64;
+  std::map<std::string, std::map<std::string, std::vector<const json*>>> flagged_by_protocol;
   for (const auto& r : results) {
     if (is_harness_error(r)) {
       // Not a verdict: in no figure, no group, no comparison, no task row; listed apart.
@@ -566,18 +608,28 @@ Report build_report(const std::vector<json>& results, const Options& options) {
           {task_row(r), text(fault, "kind", "internal"), text(fault, "stage")});
       continue;
     }
-    by_protocol[protocol_of(r)].push_back(&r);
-    if (at(r, "problem").is_object() && at(r, "problem").value("degenerate", false)) {
-      degenerate.insert(problem_label(r));
+    TaskRow row = task_row(r);
+    const std::string label = problem_label(r);
+    auto f = flagged.find(label);
+    if (f != flagged.end()) {
+      row.problem_flags = f->second;
+      report.flagged.insert(*f);
+      flagged_by_protocol[protocol_of(r)][label].push_back(&r);
     }
-    for (const auto& flag : at(r, "flags")) {
-      if (text(flag, "id") == "reference_fails_float64") fails64.insert(problem_label(r));
-      if (text(flag, "id") == "problem_degenerate") degenerate.insert(problem_label(r));
+    if (f == flagged.end() || options.include_flagged) {
+      by_protocol[protocol_of(r)].push_back(&r);
+    } else {
+      by_protocol.try_emplace(protocol_of(r));  // a section even when every result is flagged
     }
-    report.tasks.push_back(task_row(r));
+    report.tasks.push_back(std::move(row));
   }
-  report.degenerate_problems.assign(degenerate.begin(), degenerate.end());
-  report.reference_fails_float64_problems.assign(fails64.begin(), fails64.end());
+  for (const auto& [problem, why] : report.flagged) {
+    for (const auto& id : why) {
+      (id == "problem_degenerate" ? report.degenerate_problems
+                                  : report.reference_fails_float64_problems)
+          .push_back(problem);
+    }
+  }
   const auto order = [](const TaskRow& a, const TaskRow& b) {
     return std::tie(a.protocol, a.run, a.level, a.problem_id, a.problem, a.sample) <
            std::tie(b.protocol, b.run, b.level, b.problem_id, b.problem, b.sample);
@@ -592,8 +644,25 @@ Report build_report(const std::vector<json>& results, const Options& options) {
     s.overall = group_of("all", rs, options);
     s.by_run = groups_by(rs, run_of, options);
     s.by_level = groups_by(rs, level_key, options);
+    auto own = flagged_by_protocol.find(protocol);
+    if (own != flagged_by_protocol.end()) {
+      for (const auto& [problem, members] : own->second) {
+        s.flagged.push_back(group_of(problem, members, options));
+        if (options.include_flagged) continue;
+        // How many flagged problems each group leaves out.
+        ++s.overall.flagged_left_out;
+        for (auto* groups : {&s.by_run, &s.by_level}) {
+          for (auto& g : *groups) {
+            const auto key = groups == &s.by_run ? run_of : level_key;
+            g.flagged_left_out += std::any_of(members.begin(), members.end(),
+                                              [&](const json* r) { return key(*r) == g.key; });
+          }
+        }
+      }
+    }
     report.sections.push_back(std::move(s));
   }
+  std::erase_if(by_protocol, [](const auto& entry) { return entry.second.empty(); });
   report.protocols = compare_protocols(by_protocol, options);
   return report;
 }

@@ -21,7 +21,21 @@ struct Options {
   int resamples = 2000;      // bootstrap resamples (0: no interval, [value, value])
   uint64_t seed = 0x6b6276;  // the bootstrap's splitmix64 seed: same input, same intervals
   std::vector<double> fast_p = {0, 0.5, 0.8, 1, 1.5, 2};
+  // Problems flagged degenerate or with a reference failing its float64 run are left out of
+  // every aggregate (and listed with their own figures) unless this is set: `--include-flagged`.
+  bool include_flagged = false;
 };
+
+// A problem whose results say nothing about its kernels: its output does not depend on its inputs
+// (`problem.degenerate`, flag `problem_degenerate`) or its TF32 reference is far from its own
+// float64 run (flag `reference_fails_float64`, `problem.audit.reference_fails_float64`). The flags
+// are about the problem, so one result carrying them flags the problem for every candidate, run
+// and protocol. Keyed like the task rows' problems, "levelL/name"
+// ("level2/80_Gemm_Max_Subtract_GELU")
+// -> the flag ids that flag it, sorted.
+using FlaggedProblems = std::map<std::string, std::vector<std::string>>;
+// The problems the results flag (harness errors are not read).
+FlaggedProblems flagged_problems(const std::vector<nlohmann::json>& results);
 
 // A geometric mean over n values with its percentile-bootstrap interval; unset when n == 0.
 struct Estimate {
@@ -63,8 +77,11 @@ struct Figures {
 std::vector<std::pair<std::string, std::optional<double>>> scalars(const Figures& f);
 
 struct Group {
-  std::string key;  // the run, "level N" (or "level ?"), or "all"
+  std::string key;  // the run, "level N" (or "level ?"), "all", or a flagged problem
   Figures figures;
+  // Flagged problems with results in this group that its figures leave out (0 with
+  // include_flagged, and in a flagged problem's own group).
+  int flagged_left_out = 0;
   // Only when some (run, problem) in the group has several samples: one task per
   // (run, level, problem), the correct sample with the best speedup vs TF32 (memory from it).
   std::optional<Figures> best_of_n;
@@ -76,6 +93,9 @@ struct Section {
   std::string protocol;
   Group overall;
   std::vector<Group> by_run, by_level;
+  // One group per flagged problem with results under this protocol (key "levelL/name"), in the
+  // problems' order: its own figures, whether or not the groups above include it.
+  std::vector<Group> flagged;
   nlohmann::json to_json() const;
 };
 
@@ -98,7 +118,8 @@ struct TaskRow {
   std::vector<std::string> flags;  // "severity:id"
   std::optional<double> speedup_tf32, speedup_fp32, peak_ratio;
   bool tie_tf32 = false;
-  std::string first_failing_family;  // for incorrect results
+  std::string first_failing_family;        // for incorrect results
+  std::vector<std::string> problem_flags;  // why its problem is flagged; empty when it is not
   nlohmann::json to_json() const;
 };
 
@@ -116,6 +137,7 @@ struct Report {
   int results = 0;                // every stored result, harness errors included
   std::vector<Section> sections;  // one per protocol, by name
   std::optional<ProtocolComparison> protocols;
+  FlaggedProblems flagged;  // the flagged problems with results here (options.include_flagged)
   std::vector<std::string> degenerate_problems;               // "level1/19_ReLU"
   std::vector<std::string> reference_fails_float64_problems;  // same form
   std::vector<TaskRow> tasks;  // ordered by protocol, run, level, problem id, problem, sample
@@ -124,8 +146,13 @@ struct Report {
 };
 
 // Harness errors (verdict `harness_error`) are left out of every figure, group, comparison and
-// task row, and listed in `harness_errors`.
+// task row, and listed in `harness_errors`. Results of flagged problems are left out of every
+// figure (sections' groups, the protocols side by side) unless options.include_flagged, and have
+// their own groups (`Section::flagged`); their task rows stay, with `problem_flags`.
 Report build_report(const std::vector<nlohmann::json>& results, const Options& options = {});
+// The same with the flagged problems decided elsewhere (kbv compare: those of either side).
+Report build_report(const std::vector<nlohmann::json>& results, const Options& options,
+                    const FlaggedProblems& flagged);
 
 // A stored result that is a fault of kbv rather than a verdict (exports leave it out too).
 bool is_harness_error(const nlohmann::json& result);

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
+#include "core/figure_format.hpp"
 #include "report/svg.hpp"
 #include "report/tables.hpp"
 
@@ -27,14 +29,21 @@ std::map<GroupId, const Figures*> groups_of(const Report& r) {
     add(s.protocol, "overall", s.overall);
     for (const auto& g : s.by_run) add(s.protocol, "run", g);
     for (const auto& g : s.by_level) add(s.protocol, "level", g);
+    for (const auto& g : s.flagged) add(s.protocol, "flagged_problem", g);
   }
   return out;
 }
 
-std::map<TaskId, std::string> verdicts_of(const Report& r) {
-  std::map<TaskId, std::string> out;
+struct Verdict {
+  std::string verdict;
+  bool flagged = false;  // its problem is flagged
+};
+
+std::map<TaskId, Verdict> verdicts_of(const Report& r) {
+  std::map<TaskId, Verdict> out;
   for (const auto& t : r.tasks) {
-    out[{t.protocol, t.run, t.level.value_or(-1), t.problem, t.sample.value_or(-1)}] = t.verdict;
+    out[{t.protocol, t.run, t.level.value_or(-1), t.problem, t.sample.value_or(-1)}] = {
+        t.verdict, !t.problem_flags.empty()};
   }
   return out;
 }
@@ -49,13 +58,23 @@ Comparison compare(const std::vector<json>& a, const std::vector<json>& b, const
   c.label_a = std::move(label_a);
   c.label_b = std::move(label_b);
   c.options = options;
-  const Report ra = build_report(a, options), rb = build_report(b, options);
+  // Both sides leave out (or keep) the same problems: those flagged in either.
+  FlaggedProblems flagged = flagged_problems(a);
+  for (const auto& [problem, why] : flagged_problems(b)) {
+    auto& ids = flagged[problem];
+    ids.insert(ids.end(), why.begin(), why.end());
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  }
+  const Report ra = build_report(a, options, flagged), rb = build_report(b, options, flagged);
+  c.flagged = ra.flagged;
+  c.flagged.insert(rb.flagged.begin(), rb.flagged.end());
   const auto ga = groups_of(ra), gb = groups_of(rb);
   std::map<GroupId, std::pair<const Figures*, const Figures*>> both;
   for (const auto& [id, f] : ga) both[id].first = f;
   for (const auto& [id, f] : gb) both[id].second = f;
   // Overall groups first, then by run, then by level (the map orders by protocol first).
-  for (const char* by : {"overall", "run", "level"}) {
+  for (const char* by : {"overall", "run", "level", "flagged_problem"}) {
     for (const auto& [id, pair] : both) {
       const auto& [protocol, group_by, key, variant] = id;
       if (group_by != by) continue;
@@ -78,13 +97,18 @@ Comparison compare(const std::vector<json>& a, const std::vector<json>& b, const
   c.harness_errors_a = ra.harness_errors;
   c.harness_errors_b = rb.harness_errors;
   const auto va = verdicts_of(ra), vb = verdicts_of(rb);
-  for (const auto& [id, verdict] : va) {
+  for (const auto& [id, left] : va) {
     auto it = vb.find(id);
     if (it == vb.end()) continue;
+    const Verdict& right = it->second;
+    if (left.flagged || right.flagged) {
+      ++c.matched_flagged;
+      if (!options.include_flagged) continue;
+    }
     ++c.matched;
-    c.same_verdict += verdict == it->second ? 1 : 0;
-    c.correct_only_in_a += verdict == "correct" && it->second != "correct" ? 1 : 0;
-    c.correct_only_in_b += verdict != "correct" && it->second == "correct" ? 1 : 0;
+    c.same_verdict += left.verdict == right.verdict ? 1 : 0;
+    c.correct_only_in_a += left.verdict == "correct" && right.verdict != "correct" ? 1 : 0;
+    c.correct_only_in_b += left.verdict != "correct" && right.verdict == "correct" ? 1 : 0;
   }
   return c;
 }
@@ -101,16 +125,22 @@ json GroupDiff::to_json() const {
 json Comparison::to_json() const {
   json gs = json::array();
   for (const auto& g : groups) gs.push_back(g.to_json());
-  json ha = json::array(), hb = json::array();
+  json ha = json::array(), hb = json::array(), fl = json::array();
+  for (const auto& [problem, why] : flagged) {
+    fl.push_back({{"problem", problem}, {"why", why}, {"in_aggregates", options.include_flagged}});
+  }
   for (const auto& h : harness_errors_a) ha.push_back(h.to_json());
   for (const auto& h : harness_errors_b) hb.push_back(h.to_json());
   return {{"schema", "kbv.compare/1"},
           {"a", label_a},
           {"b", label_b},
+          {"include_flagged", options.include_flagged},
+          {"flagged_problems", fl},
           {"groups", gs},
           {"harness_errors", {{"a", ha}, {"b", hb}}},
           {"candidates",
            {{"matched", matched},
+            {"matched_flagged", matched_flagged},
             {"same_verdict", same_verdict},
             {"correct_only_in_a", correct_only_in_a},
             {"correct_only_in_b", correct_only_in_b}}}};
@@ -123,8 +153,11 @@ using tables::Table;
 Table diff_table(const Comparison& c, const GroupDiff& g) {
   Table t{{"figure", c.label_a, c.label_b, fmt::format("{} - {}", c.label_b, c.label_a)}, {}};
   for (const auto& f : g.figures) {
+    const auto diff = [](double d) {
+      return (d >= 0 ? "+" : "") + significant(d, 4, TrailingZeros::Trim);
+    };
     t.rows.push_back({f.name, tables::compact(f.a), tables::compact(f.b),
-                      f.diff ? fmt::format("{:+.4g}", *f.diff) : tables::na()});
+                      f.diff ? diff(*f.diff) : tables::na()});
   }
   return t;
 }
@@ -145,6 +178,16 @@ std::string candidates_line(const Comparison& c) {
       "{} candidates in both (same protocol, run, level, problem, sample): {} with the same "
       "verdict, {} correct only in {}, {} correct only in {}.",
       c.matched, c.same_verdict, c.correct_only_in_a, c.label_a, c.correct_only_in_b, c.label_b);
+  if (c.matched_flagged > 0 && c.options.include_flagged) {
+    line +=
+        fmt::format(" {} of them are of flagged problems (--include-flagged).", c.matched_flagged);
+  } else if (c.matched_flagged > 0) {
+    line += fmt::format(
+        " {} more candidate{} in both {} of flagged problems, left out of these "
+        "counts.",
+        c.matched_flagged, c.matched_flagged == 1 ? "" : "s",
+        c.matched_flagged == 1 ? "is" : "are");
+  }
   if (!c.harness_errors_a.empty() || !c.harness_errors_b.empty()) {
     line += fmt::format(
         " Harness errors (faults of kbv, not verdicts) left out of every figure and match: {} in "
@@ -153,6 +196,33 @@ std::string candidates_line(const Comparison& c) {
   }
   return line;
 }
+
+// The flagged problems' own figures on both sides: one row per problem and protocol.
+Table flagged_table(const Comparison& c) {
+  const std::vector<std::string> figures = {"tasks", "correct_rate", "fast_1_tf32", "geomean_tf32"};
+  Table t{{"problem", "protocol", "why"}, {}};
+  for (const auto& name : figures) {
+    t.header.push_back(fmt::format("{} {}", name, c.label_a));
+    t.header.push_back(fmt::format("{} {}", name, c.label_b));
+  }
+  for (const auto& g : c.groups) {
+    if (g.group_by != "flagged_problem" || g.variant != "all") continue;
+    auto why = c.flagged.find(g.key);
+    std::vector<std::string> row{g.key, g.protocol,
+                                 why == c.flagged.end() ? "" : tables::joined(why->second)};
+    for (const auto& name : figures) {
+      for (const auto& f : g.figures) {
+        if (f.name != name) continue;
+        row.push_back(tables::compact(f.a));
+        row.push_back(tables::compact(f.b));
+      }
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+constexpr const char* kEither = "in either database";
 
 // The harness errors of both sides, listed under the tables.
 std::string harness_errors_markdown(const Comparison& c) {
@@ -169,9 +239,16 @@ std::string harness_errors_markdown(const Comparison& c) {
 std::string markdown(const Comparison& c, GroupBy by) {
   std::string out =
       fmt::format("# kbv compare: {} vs {}\n\n{}\n\n", c.label_a, c.label_b, candidates_line(c));
+  if (!c.flagged.empty()) {
+    out += tables::flagged_headline(c.flagged.size(), c.options.include_flagged, kEither) + "\n\n";
+  }
   for (const auto& g : c.groups) {
     if (!shown(g, by)) continue;
     out += fmt::format("## {}\n\n", title(g)) + tables::markdown(diff_table(c, g));
+  }
+  if (!c.flagged.empty()) {
+    out += "## Flagged problems\n\n" + tables::markdown(flagged_table(c)) +
+           tables::flagged_note(c.flagged.size(), c.options.include_flagged, kEither) + "\n\n";
   }
   return out + harness_errors_markdown(c);
 }
@@ -195,6 +272,12 @@ std::string html(const Comparison& c, GroupBy by) {
   std::string out =
       fmt::format("<h1>kbv compare: {} vs {}</h1>\n<p>{}</p>\n", svg::escape(c.label_a),
                   svg::escape(c.label_b), svg::escape(candidates_line(c)));
+  if (!c.flagged.empty()) {
+    out += "<p>" +
+           svg::escape(
+               tables::flagged_headline(c.flagged.size(), c.options.include_flagged, kEither)) +
+           "</p>\n";
+  }
   // One bar chart per protocol's overall figures: compiled, correct, fast_1 vs TF32.
   for (const auto& g : c.groups) {
     if (g.group_by != "overall" || g.variant != "all") continue;
@@ -212,6 +295,11 @@ std::string html(const Comparison& c, GroupBy by) {
   for (const auto& g : c.groups) {
     if (!shown(g, by)) continue;
     out += fmt::format("<h3>{}</h3>\n", svg::escape(title(g))) + tables::html(diff_table(c, g));
+  }
+  if (!c.flagged.empty()) {
+    out += "<h2>Flagged problems</h2>\n" + tables::html(flagged_table(c)) + "<p>" +
+           svg::escape(tables::flagged_note(c.flagged.size(), c.options.include_flagged, kEither)) +
+           "</p>\n";
   }
   for (const auto& [label, rows] :
        {std::pair{&c.label_a, &c.harness_errors_a}, std::pair{&c.label_b, &c.harness_errors_b}}) {

@@ -1,6 +1,9 @@
 // `kbv compare A.sqlite B.sqlite`: the same figures for two sets of results side by side, with
 // the difference B - A, group by group (matched by protocol and group key), and the verdicts of
-// the candidates both hold (matched by protocol, run, level, problem and sample).
+// the candidates both hold (matched by protocol, run, level, problem and sample). A problem
+// flagged in either database (metrics.hpp, FlaggedProblems) is left out of both sides' figures
+// and of the matched candidates unless options.include_flagged, so that both sides are over the
+// same problems; its own figures are groups of group_by `flagged_problem`.
 #pragma once
 
 #include <optional>
@@ -18,7 +21,7 @@ struct FigureDiff {
 };
 
 struct GroupDiff {
-  std::string protocol, group_by, key;  // group_by: "overall", "run" or "level"
+  std::string protocol, group_by, key;  // group_by: "overall", "run", "level", "flagged_problem"
   std::string variant;                  // "all" or "best_of_n"
   bool in_a = false, in_b = false;      // a side without the group has every figure unset
   std::vector<FigureDiff> figures;
@@ -29,8 +32,10 @@ struct Comparison {
   std::string label_a, label_b;
   Options options;
   std::vector<GroupDiff> groups;
-  int matched = 0;       // candidates in both
-  int same_verdict = 0;  // of those, same verdict on both sides
+  FlaggedProblems flagged;  // problems flagged in either database, with results in either
+  int matched = 0;          // candidates in both (of flagged problems only with include_flagged)
+  int matched_flagged = 0;  // candidates in both of flagged problems
+  int same_verdict = 0;     // of those, same verdict on both sides
   int correct_only_in_a = 0, correct_only_in_b = 0;
   // Harness errors of each side: in no figure and matched with nothing; counted and listed.
   std::vector<HarnessErrorRow> harness_errors_a, harness_errors_b;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/figure_format.hpp"
 #include "report/svg.hpp"
 
 namespace kbv::report::tables {
@@ -15,14 +16,15 @@ std::string percent(int num, int den) {
 
 std::string estimate(const Estimate& e) {
   if (!e.value) return na();
-  return fmt::format("{:.3f} [{:.3f}, {:.3f}]", *e.value, *e.ci_low, *e.ci_high);
+  return fmt::format("{} [{}, {}]", significant(*e.value), significant(*e.ci_low),
+                     significant(*e.ci_high));
 }
 
-std::string number(const std::optional<double>& v, int digits) {
-  return v ? fmt::format("{:.{}f}", *v, digits) : na();
-}
+std::string number(const std::optional<double>& v) { return v ? significant(*v) : na(); }
 
-std::string compact(const std::optional<double>& v) { return v ? fmt::format("{:.4g}", *v) : na(); }
+std::string compact(const std::optional<double>& v) {
+  return v ? significant(*v, 4, TrailingZeros::Trim) : na();
+}
 
 std::string counts(const std::map<std::string, int>& m) {
   std::string out;
@@ -85,7 +87,7 @@ Table memory(const std::vector<LabelledFigures>& rows, const std::string& first,
   for (const auto& [key, f] : rows) {
     t.rows.push_back({key, std::to_string(f->memory_measured), estimate(f->memory_efficiency),
                       percent(f->memory_raised, f->memory_measured),
-                      number(f->memory_raised_median_ratio, 3)});
+                      number(f->memory_raised_median_ratio)});
   }
   return t;
 }
@@ -115,6 +117,75 @@ Table disagreement(const ProtocolComparison& pc) {
     t.rows.push_back(std::move(row));
   }
   return t;
+}
+
+std::string joined(const std::vector<std::string>& ids) {
+  std::string out;
+  for (const auto& id : ids) out += (out.empty() ? "" : ", ") + id;
+  return out;
+}
+
+Table flagged(const Report& r) {
+  Table t{{"problem", "protocol", "why", "tasks", "compiled", "correct", "fast_1 vs TF32",
+           "geomean vs TF32 (correct) [95% CI]", "geomean vs FP32 (correct) [95% CI]"},
+          {}};
+  for (const auto& [problem, why] : r.flagged) {
+    for (const auto& s : r.sections) {
+      for (const auto& g : s.flagged) {
+        if (g.key != problem) continue;
+        const Figures& f = g.figures;
+        int fast1 = 0;
+        for (const auto& [p, count] : f.vs_tf32.fast) fast1 = p == 1 ? count : fast1;
+        t.rows.push_back({problem, s.protocol, joined(why), std::to_string(f.tasks),
+                          percent(f.compiled, f.tasks), percent(f.correct, f.tasks),
+                          percent(fast1, f.tasks), estimate(f.vs_tf32.geomean),
+                          estimate(f.vs_fp32.geomean)});
+      }
+    }
+  }
+  return t;
+}
+
+namespace {
+
+std::string flagged_subject(size_t n, std::string_view where) {
+  return fmt::format(
+      "{} problem{} flagged degenerate or with a reference failing its float64 run{}{} {}", n,
+      n == 1 ? "" : "s", where.empty() ? "" : " ", where, n == 1 ? "is" : "are");
+}
+
+}  // namespace
+
+std::string flagged_note(size_t problems, bool included, std::string_view where) {
+  if (problems == 0) return "";
+  if (included) {
+    return flagged_subject(problems, where) +
+           fmt::format(
+               " in the aggregates above (--include-flagged); without that option {} left "
+               "out.",
+               problems == 1 ? "it is" : "they are");
+  }
+  return flagged_subject(problems, where) + fmt::format(
+                                                " left out of the aggregates above; "
+                                                "--include-flagged puts {} back.",
+                                                problems == 1 ? "it" : "them");
+}
+
+std::string flagged_headline(size_t problems, bool included, std::string_view where) {
+  if (problems == 0) return "";
+  const bool one = problems == 1;
+  if (included) {
+    return flagged_subject(problems, where) +
+           fmt::format(
+               " in every figure (--include-flagged); {} own figures are under Flagged "
+               "problems.",
+               one ? "its" : "their");
+  }
+  return flagged_subject(problems, where) +
+         fmt::format(
+             " left out of every figure; {} own figures are under Flagged problems "
+             "(--include-flagged puts {} back).",
+             one ? "its" : "their", one ? "it" : "them");
 }
 
 Table harness_errors(const std::vector<HarnessErrorRow>& rows) {

@@ -25,11 +25,12 @@ struct LabelledFigures {
   const Figures* figures;
 };
 
-std::string na();                         // "n/a"
-std::string percent(int num, int den);    // "83.3% (5/6)", n/a when den == 0
-std::string estimate(const Estimate& e);  // "1.000 [0.800, 1.250]"
-std::string number(const std::optional<double>& v, int digits);
-std::string compact(const std::optional<double>& v);      // 4 significant digits: "13", "0.6667"
+std::string na();                       // "n/a"
+std::string percent(int num, int den);  // "83.3% (5/6)", n/a when den == 0
+// Figures with significant digits (kbv::significant), never a fixed number of decimals.
+std::string estimate(const Estimate& e);              // "1.00 [0.800, 1.25]", "0.000588 [...]"
+std::string number(const std::optional<double>& v);   // 3 significant digits: "0.000588", "19.2"
+std::string compact(const std::optional<double>& v);  // 4, zeros trimmed: "13", "0.6667"
 std::string counts(const std::map<std::string, int>& m);  // "a: 1, b: 2"
 
 // The section's groups (by run or level) then the overall row; best: their best-of-N figures.
@@ -40,6 +41,17 @@ Table speed(const std::vector<LabelledFigures>& rows, const std::string& first, 
 Table memory(const std::vector<LabelledFigures>& rows, const std::string& first, double band);
 Table protocols(const ProtocolComparison& pc);
 Table disagreement(const ProtocolComparison& pc);
+// The flagged problems with their own figures: one row per problem and protocol.
+Table flagged(const Report& r);
+// Under that table: "N problems flagged degenerate or with a reference failing its float64 run
+// are left out of the aggregates above; --include-flagged puts them back." (or, with it, that
+// they are in); "" when none is flagged. `where` qualifies the problems ("in either database").
+std::string flagged_note(size_t problems, bool included, std::string_view where = "");
+// The same said before the tables (they come first): "... are left out of every figure; their
+// own figures are under Flagged problems."
+std::string flagged_headline(size_t problems, bool included, std::string_view where = "");
+// "problem_degenerate, reference_fails_float64"
+std::string joined(const std::vector<std::string>& ids);
 // The harness errors kbv report lists under its tables (in none of them): where, kind, reason.
 Table harness_errors(const std::vector<HarnessErrorRow>& rows);
 // "N harness errors (faults of kbv, not verdicts) are left out of every figure: listed below."

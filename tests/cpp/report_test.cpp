@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "report/eval_summary.hpp"
 #include "report/export.hpp"
 #include "report/metrics.hpp"
 #include "report/render.hpp"
@@ -411,6 +412,252 @@ TEST(ReportMetrics, FlaggedProblemsListed) {
   const Report r = build_report({make(deg), make(f64), make(correct("a", 1, 1))});
   EXPECT_EQ(r.degenerate_problems, std::vector<std::string>{"level1/7_Const"});
   EXPECT_EQ(r.reference_fails_float64_problems, std::vector<std::string>{"level2/9_Sum"});
+}
+
+// The leaderboard's case (issue 19): a candidate returning cached zeros on a problem whose
+// output is 0 for every input is `correct` at 19x. Flagged problems (degenerate, or a reference
+// failing its float64 run) are left out of the headline figures, which are then the honest
+// problem's alone. The flags are about the problem, so every result of a flagged problem is left
+// out, also one that does not carry the flag (a sample that did not build).
+std::vector<json> flagged_and_honest() {
+  Spec zeros = correct("80_Gemm_Max_Subtract_GELU", 19, 25, 1.0);
+  zeros.level = 2;
+  zeros.problem_id = 80;
+  zeros.degenerate = true;
+  zeros.flags = {{"problem_degenerate", "warn"}};
+  Spec unbuilt = failed("80_Gemm_Max_Subtract_GELU", "compile_error");  // no flag of its own
+  unbuilt.level = 2;
+  unbuilt.problem_id = 80;
+  unbuilt.sample = 1;
+  Spec unstable = correct("9_Sum", 7, 7, 1.0);
+  unstable.problem_id = 9;
+  unstable.flags = {{"reference_fails_float64", "warn"}};
+  return {make(zeros), make(unbuilt), make(unstable), make(correct("19_ReLU", 1.31, 2.5, 1.0))};
+}
+
+TEST(ReportFlagged, FlaggedProblemsAreLeftOutOfTheHeadline) {
+  const Report r = build_report(flagged_and_honest());
+  ASSERT_EQ(r.sections.size(), 1u);
+  const Figures& f = r.sections[0].overall.figures;
+  // The honest problem stays in: one task, correct at 1.31x vs TF32.
+  EXPECT_EQ(f.tasks, 1);
+  EXPECT_EQ(f.compiled, 1);
+  EXPECT_EQ(f.correct, 1);
+  ASSERT_EQ(f.vs_tf32.geomean.n, 1);
+  EXPECT_NEAR(*f.vs_tf32.geomean.value, 1.31, 1e-12);
+  EXPECT_NEAR(*f.vs_fp32.geomean.value, 2.5, 1e-12);
+  EXPECT_NEAR(*f.vs_tf32.geomean_failures_as_one.value, 1.31, 1e-12);
+  EXPECT_EQ(fast(f.vs_tf32, 1), 1);
+  EXPECT_EQ(fast(f.vs_tf32, 1.5), 0);
+  EXPECT_EQ(f.memory_measured, 1);
+  // Exactly the figures of a database holding the honest result alone, in every group.
+  const Report honest = build_report({make(correct("19_ReLU", 1.31, 2.5, 1.0))});
+  EXPECT_EQ(scalars(f), scalars(honest.sections[0].overall.figures));
+  ASSERT_EQ(r.sections[0].by_level.size(), 1u);
+  EXPECT_EQ(r.sections[0].by_level[0].key, "level 1");
+  EXPECT_EQ(scalars(r.sections[0].by_level[0].figures), scalars(f));
+  ASSERT_EQ(r.sections[0].by_run.size(), 1u);
+  EXPECT_EQ(scalars(r.sections[0].by_run[0].figures), scalars(f));
+  // Every result still has its row; the flagged problems are still named.
+  EXPECT_EQ(r.tasks.size(), 4u);
+  EXPECT_EQ(r.degenerate_problems, std::vector<std::string>{"level2/80_Gemm_Max_Subtract_GELU"});
+  EXPECT_EQ(r.reference_fails_float64_problems, std::vector<std::string>{"level1/9_Sum"});
+}
+
+TEST(ReportFlagged, EveryFormatSaysSoAndListsThemWithTheirFigures) {
+  const Report r = build_report(flagged_and_honest());
+  const std::string note =
+      "2 problems flagged degenerate or with a reference failing its float64 run are left out of "
+      "the aggregates above; --include-flagged puts them back.";
+  const std::string md = render(r, Format::Markdown);
+  EXPECT_NE(md.find(note), std::string::npos);
+  // Their own table: the zeros kernel's 19x is there, beside its problem.
+  EXPECT_NE(md.find("| level2/80_Gemm_Max_Subtract_GELU | verified | problem_degenerate | 2 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("19.0"), std::string::npos);
+  const std::string html = render(r, Format::Html);
+  EXPECT_NE(html.find(note), std::string::npos);
+  EXPECT_NE(html.find("level2/80_Gemm_Max_Subtract_GELU"), std::string::npos);
+  const std::string csv = render(r, Format::Csv);
+  EXPECT_NE(csv.find("verified,overall,all,all,1,1,1,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("verified,flagged_problem,level2/80_Gemm_Max_Subtract_GELU,all,2,0.5,0.5,"),
+            std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find("verified,flagged_problem,level1/9_Sum,all,1,1,1,"), std::string::npos);
+  const json j = json::parse(render(r, Format::Json));
+  EXPECT_EQ(j["options"]["include_flagged"], false);
+  ASSERT_EQ(j["flagged_problems"].size(), 2u);
+  EXPECT_EQ(j["flagged_problems"][0]["problem"], "level1/9_Sum");
+  EXPECT_EQ(j["flagged_problems"][0]["why"], json({"reference_fails_float64"}));
+  EXPECT_EQ(j["flagged_problems"][1]["why"], json({"problem_degenerate"}));
+  EXPECT_EQ(j["flagged_problems"][1]["in_aggregates"], false);
+  const json& own = j["sections"][0]["flagged"][1];
+  EXPECT_EQ(own["key"], "level2/80_Gemm_Max_Subtract_GELU");
+  EXPECT_EQ(own["figures"]["tasks"], 2);
+  EXPECT_DOUBLE_EQ(own["figures"]["vs_tf32"]["geomean"]["value"].get<double>(), 19.0);
+  EXPECT_EQ(j["sections"][0]["overall"]["figures"]["tasks"], 1);
+}
+
+TEST(ReportFlagged, EachGroupCountsWhatItLeavesOut) {
+  const Report r = build_report(flagged_and_honest());
+  const Section& s = r.sections[0];
+  EXPECT_EQ(s.overall.flagged_left_out, 2);
+  EXPECT_EQ(s.by_run[0].flagged_left_out, 2);    // modelA
+  EXPECT_EQ(s.by_level[0].flagged_left_out, 1);  // level 1: 9_Sum (level 2 has nothing left)
+  ASSERT_EQ(s.flagged.size(), 2u);
+  EXPECT_EQ(s.flagged[0].key, "level1/9_Sum");
+  EXPECT_EQ(s.flagged[1].figures.tasks, 2);
+  EXPECT_EQ(s.flagged[1].figures.correct, 1);
+  EXPECT_TRUE(s.flagged[1].best_of_n.has_value());  // two samples of it
+  for (const auto& t : r.tasks) {
+    EXPECT_EQ(t.problem_flags.empty(), t.problem == "19_ReLU") << t.problem;
+  }
+  EXPECT_EQ(r.flagged.at("level2/80_Gemm_Max_Subtract_GELU"),
+            std::vector<std::string>{"problem_degenerate"});
+  // A protocol whose every result is flagged still has its section, with nothing in its figures.
+  const Report only = build_report({flagged_and_honest()[0]});
+  ASSERT_EQ(only.sections.size(), 1u);
+  EXPECT_EQ(only.sections[0].overall.figures.tasks, 0);
+  EXPECT_FALSE(only.sections[0].overall.figures.vs_tf32.geomean.value.has_value());
+  EXPECT_EQ(only.sections[0].flagged.size(), 1u);
+  EXPECT_NE(render(only, Format::Markdown).find("puts it back."), std::string::npos);
+  EXPECT_FALSE(render(only, Format::Html).empty());
+  // The flag in the problem's audit alone (a result whose flags were not kept) is enough.
+  json audited = make(correct("5_LayerNorm", 3, 3));
+  audited["problem"]["audit"] = {{"reference_fails_float64", {"h3_wide_range-0"}}};
+  EXPECT_EQ(flagged_problems({audited}).at("level1/5_LayerNorm"),
+            std::vector<std::string>{"reference_fails_float64"});
+  // Not flagged: an empty list of failing cases, degenerate false.
+  audited["problem"]["audit"]["reference_fails_float64"] = json::array();
+  EXPECT_TRUE(flagged_problems({audited}).empty());
+}
+
+TEST(ReportFlagged, IncludeFlaggedPutsThemBack) {
+  Options o;
+  o.include_flagged = true;
+  const Report r = build_report(flagged_and_honest(), o);
+  const Figures& f = r.sections[0].overall.figures;
+  EXPECT_EQ(f.tasks, 4);
+  EXPECT_EQ(f.correct, 3);
+  EXPECT_NEAR(*f.vs_tf32.geomean.value, std::cbrt(19 * 7 * 1.31), 1e-12);
+  EXPECT_EQ(fast(f.vs_tf32, 1.5), 2);
+  EXPECT_EQ(r.sections[0].overall.flagged_left_out, 0);
+  EXPECT_EQ(r.sections[0].by_level.size(), 2u);
+  EXPECT_EQ(r.sections[0].flagged.size(), 2u);  // still listed with their own figures
+  const std::string md = render(r, Format::Markdown);
+  EXPECT_NE(md.find("2 problems flagged degenerate or with a reference failing its float64 run "
+                    "are in the aggregates above (--include-flagged)"),
+            std::string::npos)
+      << md;
+  const json j = json::parse(render(r, Format::Json));
+  EXPECT_EQ(j["options"]["include_flagged"], true);
+  EXPECT_EQ(j["flagged_problems"][0]["in_aggregates"], true);
+  EXPECT_EQ(j["sections"][0]["overall"]["flagged_problems_left_out"], 0);
+  EXPECT_NE(render(r, Format::Csv).find("verified,overall,all,all,4,"), std::string::npos);
+  EXPECT_NE(render(r, Format::Html).find("are in the aggregates above"), std::string::npos);
+}
+
+TEST(ReportFlagged, CompareLeavesOutProblemsFlaggedOnEitherSide) {
+  // A's zeros kernel does not carry the flag (an older database); B flags the problem. Both
+  // sides leave it out, so that both are over the same problems; the honest problem stays.
+  Spec zeros = correct("80_Gemm_Max_Subtract_GELU", 19, 25);
+  zeros.level = 2;
+  zeros.problem_id = 80;
+  const std::vector<json> a = {make(zeros), make(correct("19_ReLU", 1.31, 2.5))};
+  zeros.flags = {{"problem_degenerate", "warn"}};
+  const std::vector<json> b = {make(zeros), make(correct("19_ReLU", 1.5, 2.5))};
+  const Comparison c = compare(a, b);
+  ASSERT_EQ(c.flagged.size(), 1u);
+  EXPECT_EQ(c.matched, 1);
+  EXPECT_EQ(c.matched_flagged, 1);
+  EXPECT_EQ(c.same_verdict, 1);
+  const auto figure = [](const GroupDiff& g, const std::string& name) {
+    for (const auto& f : g.figures) {
+      if (f.name == name) return f;
+    }
+    ADD_FAILURE() << name;
+    return FigureDiff{};
+  };
+  ASSERT_EQ(c.groups[0].group_by, "overall");
+  EXPECT_EQ(*figure(c.groups[0], "tasks").a, 1);
+  EXPECT_EQ(*figure(c.groups[0], "tasks").b, 1);
+  EXPECT_NEAR(*figure(c.groups[0], "geomean_tf32").a, 1.31, 1e-12);
+  EXPECT_NEAR(*figure(c.groups[0], "geomean_tf32").b, 1.5, 1e-12);
+  const GroupDiff& own = c.groups.back();
+  EXPECT_EQ(own.group_by, "flagged_problem");
+  EXPECT_EQ(own.key, "level2/80_Gemm_Max_Subtract_GELU");
+  EXPECT_NEAR(*figure(own, "geomean_tf32").a, 19, 1e-12);
+  const std::string note =
+      "1 problem flagged degenerate or with a reference failing its float64 run in either "
+      "database is left out of the aggregates above; --include-flagged puts it back.";
+  const std::string md = render(c, Format::Markdown);
+  EXPECT_NE(md.find(note), std::string::npos) << md;
+  EXPECT_NE(md.find("| level2/80_Gemm_Max_Subtract_GELU | verified | problem_degenerate | 1 | 1 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("1 more candidate in both is of flagged problems"), std::string::npos);
+  EXPECT_NE(render(c, Format::Html).find(note), std::string::npos);
+  EXPECT_NE(render(c, Format::Csv)
+                .find("verified,flagged_problem,level2/80_Gemm_Max_Subtract_GELU,all,geomean_tf32,"
+                      "19,19,0"),
+            std::string::npos);
+  const json j = json::parse(render(c, Format::Json));
+  EXPECT_EQ(j["flagged_problems"][0]["why"], json({"problem_degenerate"}));
+  EXPECT_EQ(j["candidates"]["matched_flagged"], 1);
+  // --include-flagged: both sides' figures hold it again.
+  Options o;
+  o.include_flagged = true;
+  const Comparison with = compare(a, b, o);
+  EXPECT_EQ(*figure(with.groups[0], "tasks").a, 2);
+  EXPECT_EQ(with.matched, 2);
+  EXPECT_NE(render(with, Format::Markdown).find("in either database is in the aggregates above"),
+            std::string::npos);
+}
+
+// Speedups print with significant digits: a candidate 1,700x slower than its baseline is not
+// "0.00x" (issue 19).
+TEST(ReportRender, SlowSpeedupsKeepTheirDigits) {
+  const Report r = build_report({make(correct("slow", 1.0 / 1700, 1.0 / 850, 1.0 / 1700))});
+  const std::string md = render(r, Format::Markdown);
+  EXPECT_NE(md.find("0.000588 [0.000588, 0.000588]"), std::string::npos) << md;
+  EXPECT_NE(md.find("0.00118 [0.00118, 0.00118]"), std::string::npos);
+  EXPECT_NE(md.find("1700 [1700, 1700]"), std::string::npos);  // memory: ref / cand peak
+  const std::string html = render(r, Format::Html);
+  EXPECT_NE(html.find("<td>0.000588</td>"), std::string::npos);
+  EXPECT_NE(html.find("slow sample 0: 0.000588x"), std::string::npos);
+  const Report protocols = build_report({make(correct("slow", 1.0 / 17000, 1, 1)), [] {
+                                           Spec s = correct("slow", 1.0 / 17000, 1, 1);
+                                           s.protocol = "standard";
+                                           return make(s);
+                                         }()});
+  // The side-by-side scalars: four significant digits, not 5.882e-05.
+  EXPECT_NE(render(protocols, Format::Markdown).find("| geomean_tf32 | 0.00005882 | 0.00005882 |"),
+            std::string::npos);
+}
+
+// `kbv eval`'s summary: speedups, ratios and times with significant digits.
+TEST(EvalSummary, SpeedupsKeepTheirDigits) {
+  Result r;
+  r.verdict = Verdict::Correct;
+  r.reason = "matches";
+  const auto time = [](double ms) {
+    return json{{"median_ms", ms}, {"ci_low_ms", ms * 0.9}, {"ci_high_ms", ms * 1.1}, {"n", 10}};
+  };
+  r.timing = {
+      {"candidate", time(1.7)}, {"baseline_tf32", time(0.001)}, {"baseline_fp32", time(32.7)}};
+  r.speedup["vs_tf32"] = {
+      {"value", 1.0 / 1700}, {"ci_low", 0.00055}, {"ci_high", 0.00062}, {"tie", false}};
+  r.speedup["vs_fp32"] = {{"value", 19.24}, {"ci_low", 18.0}, {"ci_high", 20.5}, {"tie", false}};
+  r.memory = {{"candidate_peak_bytes", 1024.0},
+              {"reference_peak_bytes", 2048.0 * 1024 * 1024},
+              {"peak_ratio", 1024.0 / (2048.0 * 1024 * 1024)}};
+  const std::string s = summary(r);
+  EXPECT_NE(s.find("vs TF32        0.000588x  [0.000550, 0.000620]"), std::string::npos) << s;
+  EXPECT_NE(s.find("vs FP32        19.2x  [18.0, 20.5]"), std::string::npos) << s;
+  EXPECT_NE(s.find("TF32 baseline  0.001000 ms  [0.0009000, 0.001100]"), std::string::npos) << s;
+  EXPECT_NE(s.find("candidate      1.700 ms"), std::string::npos) << s;
+  EXPECT_NE(s.find("(ratio 4.77e-07)"), std::string::npos) << s;
 }
 
 TEST(ReportMetrics, BootstrapIsDeterministicAndBracketsTheValue) {

@@ -27,6 +27,18 @@ TEST(Verdict, AllFamiliesPassingIsCorrect) {
   EXPECT_NE(r.reason.find("1.50x"), std::string::npos);
 }
 
+TEST(Verdict, ASlowSpeedupKeepsItsDigits) {
+  // 1,700x slower than the baseline is not "0.00x" (issue 19).
+  Result r;
+  r.correctness = {family("native", 1, 1)};
+  r.speedup["vs_tf32"] = {{"value", 1.0 / 1700}, {"tie", false}};
+  decide_verdict(r, std::nullopt);
+  EXPECT_NE(r.reason.find("; 0.000588x the TF32 baseline"), std::string::npos) << r.reason;
+  r.speedup["vs_tf32"] = {{"value", 19.24}, {"tie", false}};
+  decide_verdict(r, std::nullopt);
+  EXPECT_NE(r.reason.find("; 19.2x the TF32 baseline"), std::string::npos) << r.reason;
+}
+
 TEST(Verdict, OneFailedDrawIsIncorrectAndNamesFamilyAndDraw) {
   Result r;
   r.correctness = {family("native", 1, 1), family("h3_wide_range", 3, 1, "NaN at [0, 3]")};
