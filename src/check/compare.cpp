@@ -121,6 +121,8 @@ Outcome decide_scaled(const OutputBaseline& b, const CandidatePass& pass, const 
   o.norm_budget = pass.norm_budget;
   o.elem_budget = pass.elem_budget;
   o.candidate = m.figures;
+  o.elem_margin = m.figures.worst_elem_ratio / nonzero_or_floor(o.elem_budget);
+  o.norm_margin = m.figures.normwise_rel / nonzero_or_floor(o.norm_budget);
   const Judge judge = judge_of(b, pass);
   if (m.figures.nonfinite_mismatches > 0) {
     o.reason = nonfinite_reason(c, judge, m, true);
@@ -206,12 +208,17 @@ nlohmann::json Policy::to_json() const {
 }
 
 nlohmann::json Outcome::to_json() const {
-  return {{"passed", passed},
-          {"reason", reason},
-          {"candidate", candidate.to_json()},
-          {"baseline", baseline ? baseline->to_json() : nlohmann::json(nullptr)},
-          {"norm_budget", encode_double(norm_budget)},
-          {"elem_budget", encode_double(elem_budget)}};
+  nlohmann::json out = {{"passed", passed},
+                        {"reason", reason},
+                        {"candidate", candidate.to_json()},
+                        {"baseline", baseline ? baseline->to_json() : nlohmann::json(nullptr)},
+                        {"norm_budget", encode_double(norm_budget)},
+                        {"elem_budget", encode_double(elem_budget)}};
+  if (elem_margin && norm_margin) {
+    out["margins"] = {{"elementwise", encode_double(*elem_margin)},
+                      {"normwise", encode_double(*norm_margin)}};
+  }
+  return out;
 }
 
 nlohmann::json CandidatePass::to_json() const {

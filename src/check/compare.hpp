@@ -56,6 +56,10 @@ struct Outcome {
   ErrorFigures candidate;
   std::optional<ErrorFigures> baseline;  // the reference against the truth (Scaled only)
   double norm_budget = 0, elem_budget = 0;
+  // How close the verdict was (scaled policy, floating outputs): the candidate's worst element
+  // ratio over the elementwise budget, and its normwise error over the normwise budget. A pass
+  // has both at most 1; a user sees at a glance whether a verdict was narrow.
+  std::optional<double> elem_margin, norm_margin;
   nlohmann::json to_json() const;
 };
 

@@ -105,6 +105,10 @@ nlohmann::json Result::to_json() const {
                             {"max_rel", fam.max_rel},
                             {"normwise_rel", fam.normwise_rel},
                             {"cases", fam.cases}};
+    if (fam.elem_margin && fam.norm_margin) {
+      families[fam.family]["margins"] = {{"elementwise", *fam.elem_margin},
+                                         {"normwise", *fam.norm_margin}};
+    }
   }
   nlohmann::json out = {
       {"schema", kResultSchema},    {"kbv_version", kVersion}, {"verdict", to_string(verdict)},

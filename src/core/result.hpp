@@ -67,6 +67,9 @@ struct FamilyResult {
   int passed = 0;
   bool evaluated = false;  // false when evaluation stopped before this family
   double max_abs = 0, max_rel = 0, normwise_rel = 0;
+  // The largest margins (error over budget, check::Outcome) of its cases' outputs: how close
+  // the family came to failing (absent: no output judged by the scaled policy).
+  std::optional<double> elem_margin, norm_margin;
   nlohmann::json cases = nlohmann::json::array();
   bool ok() const { return evaluated && passed == draws; }
 };

@@ -148,6 +148,14 @@ void add_case_to_family(FamilyResult& family, const json& outcome) {
     family.max_abs = std::max(family.max_abs, figure("max_abs"));
     family.max_rel = std::max(family.max_rel, figure("max_rel"));
     family.normwise_rel = std::max(family.normwise_rel, figure("normwise_rel"));
+    if (o.contains("margins")) {
+      const auto grow = [](std::optional<double>& into, const json& j) {
+        const double v = check::decode_double(j);
+        if (!into || !(v <= *into)) into = v;  // NaN margins (a NaN figure) stay visible
+      };
+      grow(family.elem_margin, o["margins"]["elementwise"]);
+      grow(family.norm_margin, o["margins"]["normwise"]);
+    }
   }
   family.cases.push_back(outcome);
 }

@@ -53,6 +53,18 @@ std::string summary(const Result& r) {
       out += fmt::format(" {} {}/{}", f.family, f.passed, f.evaluated ? f.draws : 0);
     }
     out += "\n";
+    // The closest the candidate came to its budgets (error / budget, 1 = on the budget).
+    const FamilyResult* elem = nullptr;
+    const FamilyResult* norm = nullptr;
+    for (const auto& f : r.correctness) {
+      if (f.elem_margin && (!elem || *f.elem_margin > *elem->elem_margin)) elem = &f;
+      if (f.norm_margin && (!norm || *f.norm_margin > *norm->norm_margin)) norm = &f;
+    }
+    if (elem && norm) {
+      out += fmt::format("  margins        elementwise {} of budget ({}), normwise {} ({})\n",
+                         significant(*elem->elem_margin), elem->family,
+                         significant(*norm->norm_margin), norm->family);
+    }
   }
   if (r.timing.is_object()) {
     out += time_line(r.timing["candidate"], "candidate");

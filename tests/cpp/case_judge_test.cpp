@@ -196,6 +196,22 @@ TEST(CaseOutputs, FamilyKeepsTheWorstFigures) {
   EXPECT_DOUBLE_EQ(fam.max_abs, 0.5);
   EXPECT_DOUBLE_EQ(fam.max_rel, 0.3);
   EXPECT_DOUBLE_EQ(fam.normwise_rel, 0.02);
+  EXPECT_FALSE(fam.elem_margin.has_value());  // no output judged by the scaled policy
+}
+
+TEST(CaseOutputs, FamilyKeepsTheLargestMargins) {
+  FamilyResult fam;
+  const auto outcome = [](double elem, double norm) {
+    return json{{"passed", true},
+                {"outputs",
+                 {{{"candidate", json::object()},
+                   {"margins", {{"elementwise", elem}, {"normwise", norm}}}}}}};
+  };
+  add_case_to_family(fam, outcome(0.3, 0.9));
+  add_case_to_family(fam, outcome(0.7, 0.2));
+  ASSERT_TRUE(fam.elem_margin && fam.norm_margin);
+  EXPECT_DOUBLE_EQ(*fam.elem_margin, 0.7);
+  EXPECT_DOUBLE_EQ(*fam.norm_margin, 0.9);
 }
 
 TEST(RunDirListing, UnchangedIsCleanAndEveryChangeIsNamed) {

@@ -192,6 +192,38 @@ TEST_F(ScaledTest, BudgetGrowsWithANoisierBaseline) {
   EXPECT_NEAR(spiky_baseline.elem_budget, 0.2, 1e-4);
 }
 
+TEST_F(ScaledTest, MarginsSayHowCloseAVerdictWas) {
+  // Exact: far inside both budgets.
+  const Outcome exact = judge(truth_values);
+  ASSERT_TRUE(exact.elem_margin && exact.norm_margin);
+  EXPECT_LT(*exact.elem_margin, 1e-4);
+  EXPECT_LT(*exact.norm_margin, 1e-3);
+  // One element 0.5% off, half its budget of 1e-2: elementwise margin 0.5, and it passes.
+  std::vector<double> half = truth_values;
+  half[11] += 0.005 * (std::abs(truth_values[11]) + rms(truth_values));
+  const Outcome near = judge(half);
+  EXPECT_TRUE(near.passed) << near.reason;
+  EXPECT_NEAR(*near.elem_margin, 0.5, 1e-3);
+  // Twice the budget: margin 2, failed; the JSON carries both margins.
+  std::vector<double> twice = truth_values;
+  twice[11] += 0.02 * (std::abs(truth_values[11]) + rms(truth_values));
+  const Outcome over = judge(twice);
+  EXPECT_FALSE(over.passed);
+  EXPECT_NEAR(*over.elem_margin, 2.0, 1e-3);
+  EXPECT_NEAR(over.to_json()["margins"]["elementwise"].get<double>(), 2.0, 1e-3);
+  EXPECT_TRUE(over.to_json()["margins"].contains("normwise"));
+  // Bf16-like noise: over the normwise budget.
+  EXPECT_GT(*judge(noisy(truth_values, 4e-3, 3)).norm_margin, 1.0);
+}
+
+TEST(AllClose, HasNoMargins) {
+  const auto t = randn(100, 9);
+  const Outcome o = judged(f32({100}, t), f32({100}, t), f64({100}, t),
+                           Policy::allclose(1e-4, 1e-4));
+  EXPECT_FALSE(o.elem_margin.has_value());
+  EXPECT_FALSE(o.to_json().contains("margins"));
+}
+
 TEST_F(ScaledTest, ReportsJson) {
   const Outcome o = judge(truth_values);
   const auto j = o.to_json();
