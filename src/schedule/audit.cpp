@@ -24,6 +24,9 @@ std::string read_file(const fs::path& path) {
 
 fs::path write_self_candidates(const fs::path& problems, const fs::path& folder) {
   for (const auto& problem : find_problems(problems)) {
+    // A suite's own tooling beside its problems (KernelBench's src/ and scripts/) is neither in
+    // a level folder nor numbered: not a problem to audit.
+    if (!problem.level && !problem.id) continue;
     const fs::path target = folder / "reference" /
                             (problem.level ? fmt::format("level{}", *problem.level) : "level0") /
                             problem.path.filename();
