@@ -40,8 +40,10 @@ struct MemoryPlan {
 inline constexpr double kCacheShare = 0.30;
 // The share of a device's memory the evaluations on it may reserve for their working memory
 // (the memory ledger's capacity): what the cases kept leave, less a margin for the contexts and
-// allocator caches of a dozen processes.
-inline constexpr double kReservableShare = 0.60;
+// allocator caches of a dozen processes. At 0.6, six evaluations on the H200 still ran it out of
+// memory four times in 65 problems (session 10, call 2: 139-143 GB in use), and each such
+// failure is evaluated again with the device to itself, which stops every other evaluation.
+inline constexpr double kReservableShare = 0.50;
 
 MemoryPlan plan_memory(const MemoryFacts& facts);
 

@@ -47,13 +47,14 @@ TEST(MemoryPlan, KernelBenchsLargestStreamsOneCaseAtATimeAndHasTheMemoryToItself
 }
 
 TEST(MemoryPlan, ALargeElementwiseProblemReservesItsPeakAndLeavesRoomBesideIt) {
-  // 19_ReLU: 6.4 GB in and out, judged by 12.8 GB of float64 truth; the draw peaks at about
-  // 48 GiB. What it reserves leaves the rest of the ledger to smaller problems.
+  // 19_ReLU: 6.4 GB in and out, judged by 12.8 GB of float64 truth; its plan on the H200 said
+  // 58 GB of working memory (session 10). What it reserves leaves the rest of the ledger to
+  // smaller problems.
   auto f = h200(6.4 * GB + 12.8 * GB, 6.4 * GB, 4);
-  f.draw_peak_bytes = 51.5 * GB;
+  f.draw_peak_bytes = 32.4 * GB;
   auto plan = plan_memory(f);
   EXPECT_FALSE(plan.alone);
-  EXPECT_DOUBLE_EQ(plan.working_bytes, 51.5 * GB + 19.2 * GB + 6.4 * GB);
+  EXPECT_DOUBLE_EQ(plan.working_bytes, 32.4 * GB + 19.2 * GB + 6.4 * GB);
   EXPECT_LT(plan.working_bytes, 141 * GB * kReservableShare);
   EXPECT_NE(plan.fits.find("GiB of the device reserved"), std::string::npos) << plan.fits;
 }
