@@ -48,7 +48,7 @@ def selected(device: str, only: str) -> list[dict]:
             continue
         if device == "cpu" and entry.get("cuda_only"):
             continue
-        problem = REPO / zoo_table.target_of(path)
+        problem = REPO / "problems" / (zoo_table.target_of(path) + ".py")
         files.append(
             {"file": f"zoo/{rel}", "path": str(path), "problem": str(problem), "expected": entry}
         )
@@ -96,9 +96,25 @@ def evaluate(kbv: str, item: dict, device: str, timing: bool) -> dict:
         ]
         if not timing:
             cmd.append("--no-timing")
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            # Not a verdict (kbv could not be started, or hung): left out of the flips, listed.
+            return {
+                "verdict": "no_result",
+                "reason": f"{type(error).__name__}: {error}"[:300],
+                "as_expected": False,
+                "flags": [],
+                "margins": {},
+            }
         if not out.exists():
-            return {"verdict": "no_result", "reason": (proc.stderr or proc.stdout)[-300:]}
+            return {
+                "verdict": "no_result",
+                "reason": (proc.stderr or proc.stdout)[-300:],
+                "as_expected": False,
+                "flags": [],
+                "margins": {},
+            }
         result = json.loads(out.read_text())
     judged_ok, _, flags = zoo_table.judge(item["expected"], result)
     return {
@@ -126,8 +142,9 @@ def summarize(rows: list[dict], files: list[dict]) -> str:
         if not runs:
             continue
         verdicts = collections.Counter(r["verdict"] for r in runs)
-        flips = len(runs) - max(verdicts.values())
-        missed = sum(1 for r in runs if not r["as_expected"])
+        judged = collections.Counter(r["verdict"] for r in runs if r["verdict"] != "no_result")
+        flips = sum(judged.values()) - max(judged.values(), default=0)
+        missed = sum(1 for r in runs if not r.get("as_expected", False))
         flips_total += flips
         unexpected += missed
 
@@ -166,6 +183,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "runs.jsonl"
     rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    # What kbv could not evaluate (no_result) is tried again: it is not a verdict.
+    rows = [r for r in rows if r["verdict"] != "no_result"]
     done = {(r["run"], r["file"]) for r in rows}
     todo = [(run, f) for run in range(args.runs) for f in files if (run, f["file"]) not in done]
     print(f"{len(files)} files x {args.runs} runs: {len(todo)} evaluations to go", file=sys.stderr)
