@@ -195,6 +195,17 @@ void MemoryTrace::Enter() {
   }
   if (record_activities_) {
     state.record_activities = true;
+    // Which library launched each kernel (kernel_trace's attribution: the candidate's own code,
+    // PyTorch, a vendor library). Without them kernels are told apart by name alone.
+    if (callbacks_on) {
+      status = SetLaunchCallbacks(1);
+      launch_callbacks_ = status == CUPTI_SUCCESS;
+      if (!launch_callbacks_) {
+        SetLaunchCallbacks(0);
+        result_.notes.push_back("kernel-launch callbacks unavailable (" + ResultString(status) +
+                                "): kernels are attributed by name alone");
+      }
+    }
     const CUptiResult copies = api.Enable(CUPTI_ACTIVITY_KIND_MEMCPY);
     const CUptiResult fills = api.Enable(CUPTI_ACTIVITY_KIND_MEMSET);
     if (copies != CUPTI_SUCCESS || fills != CUPTI_SUCCESS) {
@@ -236,6 +247,12 @@ void MemoryTrace::Exit() {
     status = SetTraceCallbacks(0);
     if (status != CUPTI_SUCCESS) {
       out.notes.push_back("cuptiEnableCallback(0) failed: " + ResultString(status));
+    }
+  }
+  if (launch_callbacks_) {
+    status = SetLaunchCallbacks(0);
+    if (status != CUPTI_SUCCESS) {
+      out.notes.push_back("cuptiEnableCallback(0) (launches) failed: " + ResultString(status));
     }
   }
   // Deliver everything recorded, stop recording, deliver what arrived meanwhile (its timestamps
