@@ -144,6 +144,8 @@ def test_pytorch_rewrite_is_accepted_with_a_warning(options, library_flags, run_
     assert "no_custom_kernel" in evaluation.flag_ids("warn"), result["flags"]
     assert not evaluation.flag_ids("reject"), result["flags"]
     assert result["protocol"]["allow_library"] is (options == ["--allow-library"])
+    shown = "PyTorch rewrites accepted" in evaluation.stdout  # the printed summary says so
+    assert shown is (options == ["--allow-library"]), evaluation.stdout
     assert result["protocol"]["library_flags"] == library_flags
     assert result["speedup"]["vs_tf32"]["value"] > 0
 
