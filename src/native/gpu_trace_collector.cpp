@@ -644,14 +644,20 @@ CUptiResult EnableTraceCallbacks() {
   return CUPTI_SUCCESS;
 }
 
-CUptiResult SetLaunchCallbacks(uint32_t enable) {
+int SetLaunchCallbacks(uint32_t enable, std::string* refused) {
   TraceCollector& state = Collector();
-  CUptiResult first = CUPTI_SUCCESS;
+  int done = 0;
   for (const ApiCallbackId& id : kLaunchCallbacks) {
     const CUptiResult s = state.api.EnableCallback(enable, state.subscriber, id.domain, id.cbid);
-    if (s != CUPTI_SUCCESS && first == CUPTI_SUCCESS) first = s;
+    if (s == CUPTI_SUCCESS) {
+      ++done;
+    } else if (refused != nullptr) {
+      *refused += (refused->empty() ? "" : ", ") +
+                  std::string(id.domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime " : "driver ") +
+                  std::to_string(id.cbid) + " (" + CuptiResultText(state.api, s) + ")";
+    }
   }
-  return first;
+  return done;
 }
 
 CUptiResult SetTraceCallbacks(uint32_t enable) {

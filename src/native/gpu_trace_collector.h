@@ -62,9 +62,11 @@ CUptiResult EnableTraceCallbacks();
 // Switches every trace callback on (1) or off (0), all of them; the first failure or
 // CUPTI_SUCCESS.
 CUptiResult SetTraceCallbacks(uint32_t enable);
-// Switches the kernel-launch callbacks (which library launched each kernel) on (1) or off (0), all
-// of them; the first failure or CUPTI_SUCCESS. Only traces that record activities use them: a
-// launch callback reads the caller's stack, which the timing and memory traces should not pay.
-CUptiResult SetLaunchCallbacks(uint32_t enable);
+// Switches the kernel-launch callbacks (which library launched each kernel) on (1) or off (0),
+// each of them; returns how many CUPTI accepted and appends the refused ones to `refused` (a
+// refused launch API leaves its kernels to be attributed by name). Only traces that record
+// activities use them: a launch callback reads the caller's stack, which the timing and memory
+// traces should not pay.
+int SetLaunchCallbacks(uint32_t enable, std::string* refused = nullptr);
 
 }  // namespace kbv::native

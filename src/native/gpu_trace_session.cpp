@@ -198,12 +198,13 @@ void MemoryTrace::Enter() {
     // Which library launched each kernel (kernel_trace's attribution: the candidate's own code,
     // PyTorch, a vendor library). Without them kernels are told apart by name alone.
     if (callbacks_on) {
-      status = SetLaunchCallbacks(1);
-      launch_callbacks_ = status == CUPTI_SUCCESS;
-      if (!launch_callbacks_) {
-        SetLaunchCallbacks(0);
-        result_.notes.push_back("kernel-launch callbacks unavailable (" + ResultString(status) +
-                                "): kernels are attributed by name alone");
+      std::string refused;
+      launch_callbacks_ = SetLaunchCallbacks(1, &refused) > 0;
+      if (!refused.empty()) {
+        result_.notes.push_back("kernel-launch callbacks refused: " + refused +
+                                (launch_callbacks_ ? ": kernels launched through those APIs are "
+                                                     "attributed by name"
+                                                   : ": kernels are attributed by name alone"));
       }
     }
     const CUptiResult copies = api.Enable(CUPTI_ACTIVITY_KIND_MEMCPY);
@@ -250,9 +251,10 @@ void MemoryTrace::Exit() {
     }
   }
   if (launch_callbacks_) {
-    status = SetLaunchCallbacks(0);
-    if (status != CUPTI_SUCCESS) {
-      out.notes.push_back("cuptiEnableCallback(0) (launches) failed: " + ResultString(status));
+    std::string refused;
+    SetLaunchCallbacks(0, &refused);
+    if (!refused.empty()) {
+      out.notes.push_back("cuptiEnableCallback(0) failed for launch callbacks: " + refused);
     }
   }
   // Deliver everything recorded, stop recording, deliver what arrived meanwhile (its timestamps
