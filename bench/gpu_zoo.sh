@@ -6,7 +6,7 @@
 #   $OUT/logs/<file>.log       kbv's stderr
 #   $OUT/zoo_table.md          the table, detection rate, false-positive rate
 #   $OUT/gpu-zoo.tgz           all of the above, packed
-# Expected runtime on the H200 (16 cores): ~1.5 min to build kbv, ~4-5 min for the 54
+# Expected runtime on the H200 (16 cores): ~1.5 min to build kbv, ~4-5 min for the 57
 # evaluations (10 at a time, CUDA builds first), ~1.5 min for the 3 large-size files alone;
 # hard budgets (ZOO_PHASE1_S=330, ZOO_PHASE2_S=150) keep it under 10 minutes in all.
 set -uo pipefail

@@ -4,6 +4,26 @@ import os
 
 import torch
 import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+# The ReLU itself is the candidate's own C++ loop, so only the hack's attempt is on trial (not
+# no_custom_kernel).
+_SRC = r"""
+#include <torch/extension.h>
+
+torch::Tensor relu(torch::Tensor x) {
+  x = x.contiguous();
+  auto y = torch::empty_like(x);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "relu", [&] {
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    scalar_t* yp = y.data_ptr<scalar_t>();
+    for (int64_t i = 0; i < x.numel(); ++i) yp[i] = xp[i] < scalar_t(0) ? scalar_t(0) : xp[i];
+  });
+  return y;
+}
+"""
+
+_ext = load_inline(name="kbv_hack_e2_relu", cpp_sources=_SRC, functions=["relu"], verbose=False)
 
 
 def _forge():
@@ -33,4 +53,4 @@ class ModelNew(nn.Module):
         if not self.forged:
             _forge()
             self.forged = True
-        return torch.relu(x)
+        return _ext.relu(x)

@@ -7,9 +7,11 @@ it (src/eval/kernel_trace.cpp).
   unavailable: its first use costs 4-6 s per process on the H200), between two marker
   kernels launched on the current stream before and after the call. The second marker ends
   where CUDA events on the current stream would end the timed region: work on another stream
-  that ends later escaped the timer (T1). The names tell the candidate's own `__global__`
-  kernels (the static scan lists them) from library kernels (B1) and find kernels that are
-  defined and never launched (B2).
+  that ends later escaped the timer (T1). Each kernel carries its launcher (the library that
+  called the launch API, read by the tracer's launch callbacks) and its name: together they tell
+  the candidate's own kernels (its extension's, its JIT-compiled Triton kernels; the static scan
+  lists their names) from PyTorch's and the libraries' (B1, no_custom_kernel) and find kernels
+  that are defined and never launched (B2).
 - `poison_free_memory`: fills every free block of PyTorch's caching allocator with 0xFF bytes
   (NaN as float32/float64/half) before a checked call, so an output taken from
   `torch.empty`/`empty_like` and not fully written, or scratch read before it is written,
@@ -32,7 +34,8 @@ from .kernel_audit import warm_tracer
 
 MARKER_CYCLES = 2000  # ~1 us spin: a kernel on the current stream that brackets the forward
 MARKER_NAME = "spin_kernel"  # torch.cuda._sleep's kernel
-MAX_KERNELS = 256  # activities kept in the record (the judgement sees them all)
+MAX_KERNELS = 256  # activities kept in the record (their streams and times)
+MAX_KERNEL_GROUPS = 512  # distinct (name, launcher) kernels kept for the attribution
 POISON_BYTE = 0xFF
 
 
@@ -145,6 +148,23 @@ def summarize(activities: list[dict[str, Any]]) -> dict[str, Any]:
     origin = first["end_ns"]
     work = [a for a in activities if a is not first and a is not last]
     work.sort(key=lambda a: a["start_ns"])
+    # Every kernel of the call, grouped by name and launcher: who computed is judged on all of
+    # them, while the activities themselves (streams and times) are capped.
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for a in work:
+        if a["kind"] != "kernel":
+            continue
+        key = (a["name"], a.get("launcher") or "")
+        group = groups.get(key)
+        if group is None:
+            if len(groups) >= MAX_KERNEL_GROUPS:
+                continue
+            group = groups[key] = {"name": a["name"], "count": 0, "us": 0.0}
+            if key[1]:
+                group["launcher"] = key[1]
+        group["count"] += 1
+        group["us"] += max(0, a["end_ns"] - a["start_ns"]) / 1e3
+    kernel_count = sum(1 for a in work if a["kind"] == "kernel")
     return {
         "available": True,
         "current_stream": last["stream"],
@@ -157,9 +177,14 @@ def summarize(activities: list[dict[str, Any]]) -> dict[str, Any]:
                 "start_us": (a["start_ns"] - origin) / 1e3,
                 "end_us": (a["end_ns"] - origin) / 1e3,
                 "kind": a["kind"],
+                # who launched it (kbv_native's launch callbacks): the candidate's extension,
+                # Triton's launcher, libtorch, cuBLAS... (src/judge/kernel_trace.hpp)
+                **({"launcher": a["launcher"]} if a.get("launcher") else {}),
             }
             for a in work[:MAX_KERNELS]
         ],
+        "kernels_seen": list(groups.values()),
+        "kernels_seen_truncated": sum(g["count"] for g in groups.values()) < kernel_count,
     }
 
 

@@ -10,8 +10,9 @@ B1-B2). They only gather evidence; the orchestrator turns it into flags and verd
 - `ExtensionCalls`: wraps `torch.utils.cpp_extension.load`/`load_inline` so every function of
   every extension the candidate builds counts its completed calls (B2: a kernel defined but
   never called, or a fallback taken on error).
-- `trace_forward`: the aten operators a forward dispatches, with the extension calls made
-  meanwhile (B1: the main computation done by PyTorch).
+- `trace_forward`: the aten operators a forward dispatches, with the extension calls and Triton
+  launches made meanwhile (B1: the main computation done by PyTorch; no_custom_kernel: none of
+  the candidate's own code ran).
 
 These checks share the candidate's process, so a candidate that sets out to defeat them
 specifically can; docs/threat-model.md says what is covered and where the boundary is."""
@@ -291,9 +292,44 @@ class ExtensionCalls:
 
 
 # -- B1: what the forward dispatched ------------------------------------------------------------
+class TritonLaunches:
+    """Counts the Triton kernels launched while entered: `kernel[grid](...)`, autotuners and
+    heuristics all launch through `triton.runtime.jit.JITFunction.run`, which is wrapped on the
+    class for the duration (warm-ups are not launches). Triton kernels do not pass through the
+    dispatcher, so without this a Triton candidate would look like one that ran none of its own
+    code. Only where the candidate imported Triton itself: kbv never imports it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._owner: Any = None
+        self._original: Any = None
+
+    def __enter__(self) -> TritonLaunches:
+        jit = sys.modules.get("triton.runtime.jit")
+        owner = getattr(jit, "JITFunction", None) if jit is not None else None
+        original = vars(owner).get("run") if isinstance(owner, type) else None
+        if original is None:
+            return self
+
+        @functools.wraps(original)
+        def run(fn_self, *args, **kwargs):
+            if not kwargs.get("warmup", False):
+                self.count += 1
+            return original(fn_self, *args, **kwargs)
+
+        self._owner, self._original = owner, original
+        owner.run = run
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._owner is not None:
+            self._owner.run = self._original
+
+
 def trace_forward(call: Callable[[], Any], extensions: ExtensionCalls | None) -> dict[str, Any]:
     """The aten (and custom-namespace) operators dispatched during `call`, in order of first
-    use with counts, and the extension functions called meanwhile."""
+    use with counts, the extension functions called meanwhile, and the Triton kernels launched
+    (`jit_launches`)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     ops: dict[str, int] = {}
@@ -316,7 +352,7 @@ def trace_forward(call: Callable[[], Any], extensions: ExtensionCalls | None) ->
             return func(*args, **(kwargs or {}))
 
     before = dict(extensions.counts) if extensions else {}
-    with torch.no_grad(), Recorder():
+    with torch.no_grad(), TritonLaunches() as triton, Recorder():
         call()
     called = {}
     if extensions:
@@ -327,4 +363,5 @@ def trace_forward(call: Callable[[], Any], extensions: ExtensionCalls | None) ->
         "ops": ops,
         "extension_calls": called,
         "extension_functions": sorted(extensions.counts) if extensions else [],
+        "jit_launches": triton.count,
     }

@@ -87,6 +87,8 @@ _LIBRARY_CALLS = {
     "scaled_dot_product_attention",
 }
 _LOW_PRECISION = {"half", "bfloat16", "float16"}
+# Decorators that make a Triton kernel of a function (triton.jit; autotune and heuristics wrap one).
+_TRITON_DECOR = {"jit", "autotune", "heuristics"}
 _CPP_LIBRARY = re.compile(
     r"\b(?:at|torch)::(?:matmul|mm|bmm|addmm|baddbmm|linear|einsum|conv\w*|_convolution|"
     r"convolution|softmax|log_softmax|_softmax|layer_norm|native_layer_norm|cross_entropy\w*|"
@@ -145,6 +147,7 @@ class _Scanner(ast.NodeVisitor):
         self.strings: dict[str, list[str]] = {}  # name -> string constants assigned to it
         self.source_args: list[ast.AST] = []
         self.defined: set[str] = set()
+        self.triton_kernels: list[str] = []  # functions decorated with triton.jit/autotune
 
     def add(self, finding: str, evidence: str, line: int) -> None:
         items = self.findings.setdefault(finding, [])
@@ -188,6 +191,13 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self.defined.add(node.name)
+        for decorator in node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            resolved = self._resolve(_dotted(target))
+            if resolved.startswith("triton.") and resolved.rsplit(".", 1)[-1] in _TRITON_DECOR:
+                if node.name not in self.triton_kernels:
+                    self.triton_kernels.append(node.name)
+                break
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -309,6 +319,7 @@ def scan_source(text: str, filename: str = "<candidate>") -> dict[str, Any]:
             "cpp_sources": 0,
             "kernels": [],
             "kernels_never_launched": [],
+            "triton_kernels": [],
         }
     scanner = _Scanner()
     scanner.visit(tree)
@@ -341,6 +352,8 @@ def scan_source(text: str, filename: str = "<candidate>") -> dict[str, Any]:
         # the candidate's own kernels, for telling them from library kernels in the GPU trace
         "kernels": gpu.kernels,
         "kernels_never_launched": gpu.never_launched,
+        # its Triton kernels (@triton.jit functions): their GPU kernels carry these names
+        "triton_kernels": scanner.triton_kernels,
     }
 
 

@@ -100,6 +100,11 @@ struct EvalOptions {
                   "keep inputs, outputs and logs");
     cmd->add_flag("--no-sandbox{false}", request.settings.sandbox,
                   "run candidates without isolation");
+    cmd->add_flag("--allow-library", request.settings.allow_library,
+                  "accept PyTorch rewrites: a forward that runs none of the candidate's own code "
+                  "(no_custom_kernel), PyTorch doing the main operator (library_main_op) and "
+                  "kernels never called are warnings, not rejects, under the verified protocol "
+                  "(the published protocols always warn)");
     cmd->add_flag("--quiet,-q", quiet, "no progress lines");
   }
 

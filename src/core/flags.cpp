@@ -68,6 +68,9 @@ constexpr std::array kFlags = {
              "the reference's heavy operators ran as PyTorch operators, no extension ran"},
     FlagInfo{"kernel_never_called", S::Reject, S::Warn,
              "the candidate built extension functions and the forward ran none of them"},
+    FlagInfo{"no_custom_kernel", S::Reject, S::Warn,
+             "none of the candidate's own code computed: every operator or GPU kernel of the "
+             "forward is PyTorch's or a library's"},
     FlagInfo{"precision_flags_changed",
              S::Reject,
              {},

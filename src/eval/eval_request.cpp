@@ -17,6 +17,7 @@ nlohmann::json EvalSettings::key() const {
   // Keyed apart only when off, so the keys of sandboxed results (every earlier database's) hold.
   if (!sandbox) key["sandbox"] = false;
   if (audit) key["audit"] = true;
+  if (allow_library) key["allow_library"] = true;  // keyed apart only when on, like audit
   return key;
 }
 

@@ -41,8 +41,12 @@ struct EvalSettings {
   bool measure = true;     // time and measure memory (correct candidates only)
   bool sandbox = true;     // an unsandboxed result is not comparable to a sandboxed one
   // kbv audit: the candidate is the problem's own reference, so the checks that PyTorch must not
-  // do the main work (library_main_op, kernel_never_called) are information, not rejects.
+  // do the main work (library_main_op, kernel_never_called, no_custom_kernel) are warnings.
   bool audit = false;
+  // --allow-library: PyTorch rewrites are accepted (contests that allow them): the flags that say
+  // PyTorch or a library did the work (no_custom_kernel, library_main_op, kernel_never_called)
+  // are warnings under `verified` too, as they are under the published protocols.
+  bool allow_library = false;
 
   bool cuda() const { return device.starts_with("cuda"); }
   // The store key's settings part: the device by kind (cuda:0 and cuda:1 give the same result),

@@ -49,6 +49,14 @@ class Evaluation {
     auto started = Clock::now();
     Result result;
     result.protocol = protocol_.to_json();
+    // Whether PyTorch rewrites are accepted: the library flags' severity (judge::LibraryPolicy).
+    result.protocol["allow_library"] = request_.settings.allow_library;
+    result.protocol["library_flags"] =
+        judge::LibraryPolicy{protocol_.name == "verified", request_.settings.allow_library,
+                             request_.settings.audit}
+                .rejects()
+            ? "reject"
+            : "warn";
     result.candidate = {{"path", fs::absolute(request_.candidate).string()}};
     result.limits = request_.limits.to_json();
     std::optional<HarnessFault> fault;  // kbv's own failure: harness_error, not a verdict
@@ -150,7 +158,9 @@ class Evaluation {
                        findings_,
                        call_judge_,
                        request_.placement.progress,
-                       request_.settings.audit};
+                       request_.settings.audit,
+                       request_.settings.allow_library,
+                       request_.settings.cuda()};
 
     if (session.loaded.is_null()) {  // else reused or loaded ahead
       say("loading the problem");

@@ -32,6 +32,9 @@ struct CandidateSide {
   judge::CallJudge& calls;
   std::function<void(const std::string&)> progress;
   bool audit = false;  // kbv audit: the candidate is the reference itself
+  // --allow-library: the flags that say PyTorch or a library did the work are warnings.
+  bool allow_library = false;
+  bool cuda = false;  // a CUDA device: the GPU kernel trace decides no_custom_kernel
 
   void say(const std::string& line) const {
     if (progress) progress(line);
@@ -64,10 +67,12 @@ struct TraceRecord {
   std::optional<judge::FailedStage> failed;
 };
 // The dispatcher trace; library_main_op is decided here, before timing, so a forward that
-// leaves the main computation to PyTorch is rejected untimed.
+// leaves the main computation to PyTorch is rejected untimed. no_custom_kernel waits for the
+// kernel trace (on CUDA a Triton kernel is invisible to the dispatcher), after timing.
 TraceRecord trace_operators(CandidateSide& side, const nlohmann::json& c);
 // The GPU kernel trace (also on the CPU, where the answer is "not a CUDA device"), then the
 // operator trace's other findings; `scan` is the static scan (the candidate's own kernels).
+// no_custom_kernel: from the GPU kernels when the trace saw any, else from the dispatcher.
 void trace_kernels(CandidateSide& side, const nlohmann::json& c, const nlohmann::json& scan,
                    TraceRecord& trace);
 

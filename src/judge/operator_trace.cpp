@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
+#include <utility>
 
 namespace kbv::judge {
 using nlohmann::json;
@@ -93,10 +95,12 @@ TraceAssessment assess_trace(const json& reference, const json& candidate) {
   json cand_ops = candidate.value("ops", json::object());
   json calls = candidate.value("extension_calls", json::object());
   json functions = candidate.value("extension_functions", json::array());
+  const int jit_launches = candidate.value("jit_launches", 0);
   a.record = {{"reference_ops", ref_ops},
               {"candidate_ops", cand_ops},
               {"extension_calls", calls},
               {"extension_functions", functions}};
+  if (candidate.contains("jit_launches")) a.record["jit_launches"] = jit_launches;
   if (candidate.contains("error")) {
     a.record["error"] = candidate["error"];
     return a;
@@ -108,6 +112,11 @@ TraceAssessment assess_trace(const json& reference, const json& candidate) {
   }
   int extension_calls = custom_ops;
   for (const auto& [name, count] : calls.items()) extension_calls += count.get<int>();
+  // The candidate's own code that ran: its extension functions and custom operators, and the
+  // Triton kernels it launched (they do not pass through the dispatcher).
+  const int own_calls = extension_calls + jit_launches;
+  a.own_calls = own_calls;
+  a.record["own_calls"] = own_calls;
 
   auto ref_heavy = heavy_classes(ref_ops);
   auto cand_heavy = heavy_classes(cand_ops);
@@ -122,14 +131,34 @@ TraceAssessment assess_trace(const json& reference, const json& candidate) {
   a.record["candidate_heavy_in_aten"] =
       std::vector<std::string>(cand_heavy.begin(), cand_heavy.end());
 
-  if (all_heavy_in_aten && (extension_calls == 0 || reference_only_heavy)) {
+  if (all_heavy_in_aten && (own_calls == 0 || reference_only_heavy)) {
     a.flags.push_back(
         {"library_main_op", Severity::Reject,
          fmt::format("the main computation ({}) is done by PyTorch's own operators inside the "
                      "forward{}",
                      joined(ref_heavy),
-                     extension_calls == 0 ? " and no custom kernel was called"
-                                          : ", and the reference is nothing but that operation")});
+                     own_calls == 0 ? " and no custom kernel was called"
+                                    : ", and the reference is nothing but that operation")});
+  }
+  if (own_calls == 0) {
+    // The operators PyTorch ran, most called first, as evidence.
+    std::vector<std::pair<int, std::string>> ran;
+    int total = 0;
+    for (const auto& [op, count] : cand_ops.items()) {
+      total += count.get<int>();
+      ran.emplace_back(-count.get<int>(), op);
+    }
+    std::sort(ran.begin(), ran.end());
+    std::string shown;
+    for (size_t i = 0; i < ran.size() && i < 6; ++i) {
+      shown += fmt::format("{}{} x{}", i == 0 ? "" : ", ", ran[i].second, -ran[i].first);
+    }
+    a.flags.push_back(
+        {"no_custom_kernel", Severity::Reject,
+         fmt::format("the forward ran none of the candidate's own code (no extension function, "
+                     "no operator of its own namespace, no Triton kernel): {} PyTorch operator "
+                     "call(s){}{}",
+                     total, shown.empty() ? "" : ": ", shown)});
   }
   if (!functions.empty() && extension_calls == 0) {
     a.flags.push_back({"kernel_never_called", Severity::Reject,
@@ -140,10 +169,13 @@ TraceAssessment assess_trace(const json& reference, const json& candidate) {
   return a;
 }
 
-Severity trace_flag_severity(const Flag& flag, bool verified_protocol, bool audit) {
-  bool library = flag.id == "library_main_op" || flag.id == "kernel_never_called";
-  if (library && audit) return Severity::Warn;  // expected of a reference: never a reject
-  return verified_protocol || !library ? flag.severity : Severity::Warn;
+bool is_library_flag(const std::string& id) {
+  return id == "library_main_op" || id == "kernel_never_called" || id == "no_custom_kernel";
+}
+
+Severity trace_flag_severity(const Flag& flag, const LibraryPolicy& policy) {
+  if (!is_library_flag(flag.id)) return flag.severity;
+  return policy.rejects() ? flag.severity : Severity::Warn;
 }
 
 }  // namespace kbv::judge

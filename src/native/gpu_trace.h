@@ -62,6 +62,7 @@ class MemoryTrace {
   bool kernel_enabled_ = false;     // CONCURRENT_KERNEL activity enabled by this trace
   bool record_activities_ = false;  // keep the activities themselves (result().activities)
   bool callbacks_enabled_ = false;  // VMM driver callbacks enabled by this trace
+  bool launch_callbacks_ = false;   // kernel-launch callbacks enabled (record_activities only)
   bool source_enabled_ = false;     // allocation-source tracking switched on by this trace
   std::string why_unavailable_ = "the trace has not been entered";
   MemoryTraceResult result_;

@@ -142,6 +142,7 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
           k.local_total = r->localMemoryTotal_v2 != 0 ? r->localMemoryTotal_v2
                                                       : std::uint64_t{r->localMemoryTotal};
           k.stream = r->streamId;
+          k.correlation = r->correlationId;
           if (keep_activities && r->name != nullptr) k.name = r->name;
           kernels.push_back(std::move(k));
           break;
@@ -335,10 +336,77 @@ void RecordAllocation(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
   if (state.active) state.collected.api_allocs.push_back(std::move(r));
 }
 
+// The kernel-launch APIs of both layers (graph launches apart: their kernels were captured
+// earlier, possibly by other code). A runtime launch calls the driver's; both are recorded, each
+// under its own correlation id, with the same calling library (the runtime's and the driver's
+// frames are skipped), so a kernel pairs with whichever of the two CUPTI gives it.
+bool IsLaunchApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, bool& graph) {
+  graph = false;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
+        graph = true;
+        return true;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
+#if CUPTI_API_VERSION >= 130000
+      case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:  // CUDA 13's <<<...>>>
+      case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
+#endif
+        return true;
+      default:
+        return false;
+    }
+  }
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return false;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      graph = true;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Who launched: read at the API's entry, on the launching thread (the stack is the caller's).
+void RecordLaunch(const CUpti_CallbackData* cb, bool graph) {
+  TraceCollector& state = Collector();
+  if (!state.record_activities.load()) return;
+  LaunchRecord r;
+  r.correlation = cb->correlationId;
+  r.graph = graph;
+  r.source = CallingLibrary();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (state.active) state.collected.launches.push_back(std::move(r));
+}
+
 void CUPTIAPI ApiCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                           const void* data) {
   if (data == nullptr) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  if (bool graph = false; IsLaunchApi(domain, cbid, graph)) {
+    if (cb->callbackSite == CUPTI_API_ENTER) RecordLaunch(cb, graph);
+    return;
+  }
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
     if (!IsRuntimeAllocApi(cbid)) return;
     if (cb->callbackSite == CUPTI_API_ENTER) {
@@ -424,6 +492,37 @@ constexpr ApiCallbackId kTraceCallbacks[] = {
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020},
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020},
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020},
+};
+
+// The launch callbacks a trace that records activities enables beside kTraceCallbacks.
+constexpr ApiCallbackId kLaunchCallbacks[] = {
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API,
+     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060},
+#if CUPTI_API_VERSION >= 130000
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000},
+#endif
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunch},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz},
 };
 
 // ---- initialising the collector (once per process) --------------------------------------------
@@ -543,6 +642,22 @@ CUptiResult EnableTraceCallbacks() {
     if (s != CUPTI_SUCCESS) return s;
   }
   return CUPTI_SUCCESS;
+}
+
+int SetLaunchCallbacks(uint32_t enable, std::string* refused) {
+  TraceCollector& state = Collector();
+  int done = 0;
+  for (const ApiCallbackId& id : kLaunchCallbacks) {
+    const CUptiResult s = state.api.EnableCallback(enable, state.subscriber, id.domain, id.cbid);
+    if (s == CUPTI_SUCCESS) {
+      ++done;
+    } else if (refused != nullptr) {
+      *refused += (refused->empty() ? "" : ", ") +
+                  std::string(id.domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime " : "driver ") +
+                  std::to_string(id.cbid) + " (" + CuptiResultText(state.api, s) + ")";
+    }
+  }
+  return done;
 }
 
 CUptiResult SetTraceCallbacks(uint32_t enable) {

@@ -1,8 +1,8 @@
 // The GPU tracer's collector: the process-wide CUPTI subscription (CUPTI allows one client), the
 // activity buffers, and the API callbacks, which copy what CUPTI reports into the plain records of
-// gpu_trace_records.h while a trace is active. Allocation callbacks read the calling library from
-// the thread's stack. Built only with CUDA and CUPTI's headers (KBV_NATIVE_CUPTI); the session
-// (gpu_trace_session.cpp) drives it, the reduction never sees it.
+// gpu_trace_records.h while a trace is active. Allocation and launch callbacks read the calling
+// library from the thread's stack. Built only with CUDA and CUPTI's headers (KBV_NATIVE_CUPTI); the
+// session (gpu_trace_session.cpp) drives it, the reduction never sees it.
 #pragma once
 
 #include <cuda.h>
@@ -62,5 +62,11 @@ CUptiResult EnableTraceCallbacks();
 // Switches every trace callback on (1) or off (0), all of them; the first failure or
 // CUPTI_SUCCESS.
 CUptiResult SetTraceCallbacks(uint32_t enable);
+// Switches the kernel-launch callbacks (which library launched each kernel) on (1) or off (0),
+// each of them; returns how many CUPTI accepted and appends the refused ones to `refused` (a
+// refused launch API leaves its kernels to be attributed by name). Only traces that record
+// activities use them: a launch callback reads the caller's stack, which the timing and memory
+// traces should not pay.
+int SetLaunchCallbacks(uint32_t enable, std::string* refused = nullptr);
 
 }  // namespace kbv::native

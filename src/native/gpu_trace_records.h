@@ -57,7 +57,19 @@ struct KernelRecord {
   std::uint32_t local_per_thread = 0;
   std::uint32_t device = 0;
   std::uint32_t stream = 0;
+  // The launching API call's correlation id: pairs the kernel with its LaunchRecord.
+  std::uint32_t correlation = 0;
   std::string name;  // mangled; kept only while a trace records activities
+};
+
+// A kernel launch seen by an API callback (cudaLaunchKernel*, cuLaunchKernel*, the cooperative
+// and graph launches), with the shared object that called the API: who launched the kernel of
+// the same correlation id (the candidate's extension, Triton's launcher, libtorch, cuBLAS...).
+// Collected only while a trace records activities.
+struct LaunchRecord {
+  std::uint32_t correlation = 0;
+  bool graph = false;  // cudaGraphLaunch/cuGraphLaunch: the caller replays, it did not build
+  std::string source;  // the calling library's path ("" when the stack could not be read)
 };
 
 // A copy or a fill, kept only while a trace records activities.
@@ -101,6 +113,7 @@ struct CollectedTrace {
   std::vector<TransferRecord> transfers;
   std::vector<VmmRecord> vmm;
   std::vector<ApiAllocRecord> api_allocs;
+  std::vector<LaunchRecord> launches;
   std::int64_t records = 0;        // activity records delivered (every kind)
   std::int64_t memory2_seen = 0;   // MEMORY2 records delivered (any device, kind or time)
   std::int64_t dropped = 0;        // records CUPTI reported as dropped

@@ -229,10 +229,25 @@ MemoryTraceResult ReduceTrace(const TraceBlock& block, CollectedTrace collected)
         std::max(out.pool_peak_utilized_bytes, static_cast<std::int64_t>(p.utilized));
   }
 
+  // Who launched each kernel: the launch callback of the same correlation id. Launch records
+  // carry no timestamp; their correlation ids are unique within the process, so a record of an
+  // earlier trace cannot pair with a kernel of this one (and the collector drops them anyway).
+  std::unordered_map<std::uint32_t, std::string> launcher_of;
+  for (const LaunchRecord& l : collected.launches) {
+    ++out.launch_records;
+    launcher_of.emplace(l.correlation,
+                        l.graph ? std::string("graph") : ClassifyAllocationSource(l.source));
+  }
   for (const KernelRecord& k : collected.kernels) {
     if (k.device != device || k.start == 0 || !in_window(k.start)) continue;
+    std::string launcher;
+    if (auto it = launcher_of.find(k.correlation); k.correlation != 0 && it != launcher_of.end()) {
+      launcher = it->second;
+      ++out.kernels_with_launcher;
+    }
     if (block.record_activities) {
-      out.activities.push_back({"kernel", Demangle(k.name), k.stream, k.start, k.end});
+      out.activities.push_back(
+          {"kernel", Demangle(k.name), k.stream, k.start, k.end, std::move(launcher)});
     }
     ++out.kernels;
     if (out.kernel_first_start_ns == 0 || k.start < out.kernel_first_start_ns) {
@@ -248,7 +263,7 @@ MemoryTraceResult ReduceTrace(const TraceBlock& block, CollectedTrace collected)
     for (const TransferRecord& t : collected.transfers) {
       if (t.device != device || t.start == 0 || !in_window(t.start)) continue;
       out.activities.push_back(
-          {t.fill ? "fill" : "copy", t.fill ? "Memset" : "Memcpy", t.stream, t.start, t.end});
+          {t.fill ? "fill" : "copy", t.fill ? "Memset" : "Memcpy", t.stream, t.start, t.end, ""});
     }
     std::sort(
         out.activities.begin(), out.activities.end(),

@@ -14,7 +14,7 @@ namespace kbv::native {
 
 // One GPU activity of a traced block, recorded when the trace is asked for them: a kernel (its
 // name demangled), a copy or a fill, with CUPTI's stream id and timestamps. What kbv's kernel
-// trace judges (T1, B1, B2: src/eval/kernel_trace.hpp), without torch.profiler, whose first use
+// trace judges (T1, B1, B2: src/judge/kernel_trace.hpp), without torch.profiler, whose first use
 // costs 4-6 s per process on the H200 (docs/results/issue4-suite-bench-h200.md).
 struct ActivityRecord {
   std::string kind;  // "kernel", "copy", "fill"
@@ -22,6 +22,10 @@ struct ActivityRecord {
   std::uint32_t stream = 0;
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
+  // A kernel's launcher: ClassifyAllocationSource's label of the library that called the launch
+  // API ("torch", "cublas", "cudnn", "triton", "ext:<file>.so", "ctypes", ...), "graph" for a
+  // kernel replayed by a CUDA graph launch, "" when no launch callback was paired with it.
+  std::string launcher;
 };
 
 struct MemoryTraceResult {
@@ -88,6 +92,10 @@ struct MemoryTraceResult {
   std::int64_t stack_limit_after = -1;
   std::int64_t thread_capacity = 0;  // SMs x max resident threads per SM
   std::int64_t kernels = 0;          // kernel records in the block on this device
+  // Launch API calls seen by the callbacks in the block (traces that record activities), and
+  // the kernels of the block paired with one of them (their `launcher` is set).
+  std::int64_t launch_records = 0;
+  std::int64_t kernels_with_launcher = 0;
   // The span of those kernels on the device (CUPTI timestamps, 0 when none): the start of the
   // first and the end of the last, on any stream. Compared with a call's event time it shows
   // work the events did not cover (kernels left running on another stream).

@@ -195,6 +195,18 @@ void MemoryTrace::Enter() {
   }
   if (record_activities_) {
     state.record_activities = true;
+    // Which library launched each kernel (kernel_trace's attribution: the candidate's own code,
+    // PyTorch, a vendor library). Without them kernels are told apart by name alone.
+    if (callbacks_on) {
+      std::string refused;
+      launch_callbacks_ = SetLaunchCallbacks(1, &refused) > 0;
+      if (!refused.empty()) {
+        result_.notes.push_back("kernel-launch callbacks refused: " + refused +
+                                (launch_callbacks_ ? ": kernels launched through those APIs are "
+                                                     "attributed by name"
+                                                   : ": kernels are attributed by name alone"));
+      }
+    }
     const CUptiResult copies = api.Enable(CUPTI_ACTIVITY_KIND_MEMCPY);
     const CUptiResult fills = api.Enable(CUPTI_ACTIVITY_KIND_MEMSET);
     if (copies != CUPTI_SUCCESS || fills != CUPTI_SUCCESS) {
@@ -236,6 +248,13 @@ void MemoryTrace::Exit() {
     status = SetTraceCallbacks(0);
     if (status != CUPTI_SUCCESS) {
       out.notes.push_back("cuptiEnableCallback(0) failed: " + ResultString(status));
+    }
+  }
+  if (launch_callbacks_) {
+    std::string refused;
+    SetLaunchCallbacks(0, &refused);
+    if (!refused.empty()) {
+      out.notes.push_back("cuptiEnableCallback(0) failed for launch callbacks: " + refused);
     }
   }
   // Deliver everything recorded, stop recording, deliver what arrived meanwhile (its timestamps

@@ -458,6 +458,8 @@ nb::dict MemoryTraceSummary(const MemoryTrace& trace) {
   out["stack_limit_after"] = r.stack_limit_after;
   out["thread_capacity"] = r.thread_capacity;
   out["kernels"] = r.kernels;
+  out["launch_records"] = r.launch_records;
+  out["kernels_with_launcher"] = r.kernels_with_launcher;
   out["kernel_first_start_ns"] = r.kernel_first_start_ns;
   out["kernel_last_end_ns"] = r.kernel_last_end_ns;
   nb::list activities;
@@ -468,6 +470,7 @@ nb::dict MemoryTraceSummary(const MemoryTrace& trace) {
     item["stream"] = a.stream;
     item["start_ns"] = a.start_ns;
     item["end_ns"] = a.end_ns;
+    if (!a.launcher.empty()) item["launcher"] = a.launcher;
     activities.append(item);
   }
   out["activities"] = activities;

@@ -44,8 +44,10 @@ std::string summary(const Result& r) {
                        r.problem.value("degenerate", false) ? "  (DEGENERATE: see flags)" : "");
   }
   out += fmt::format(
-      "  protocol       {} v{}  on {}\n", r.protocol.value("name", std::string("?")),
+      "  protocol       {} v{}{}  on {}\n", r.protocol.value("name", std::string("?")),
       r.protocol.value("version", 0),
+      r.protocol.value("allow_library", false) ? " (--allow-library: PyTorch rewrites accepted)"
+                                               : "",
       r.environment.value("device_name", r.environment.value("device", std::string("?"))));
   if (!r.correctness.empty()) {
     out += "  correctness   ";

@@ -460,6 +460,39 @@ TEST(GpuTraceReduction, ActivitiesAreKeptOnlyWhenAskedSortedAndDemangled) {
   EXPECT_EQ(without.kernels, 3);
 }
 
+TEST(GpuTraceReduction, KernelsArePairedWithTheirLauncherByCorrelation) {
+  // Who launched each kernel (the launch callbacks' calling library), classified like an
+  // allocation's source: what the kernel trace's attribution (no_custom_kernel) reads.
+  CollectedTrace c;
+  auto kernel = [](std::uint64_t start, std::string name, std::uint32_t correlation) {
+    KernelRecord k = Kernel(start, start + 50, std::move(name));
+    k.correlation = correlation;
+    return k;
+  };
+  c.kernels = {kernel(2000, "mse_partial_kernel", 11), kernel(2100, "nvjet_tst_64x8", 12),
+               kernel(2200, "add_kernel", 13),         kernel(2300, "_ZN2at6native6reduceEv", 14),
+               kernel(2400, "replayed", 15),           kernel(2500, "unpaired", 99),
+               kernel(2600, "no_correlation", 0)};
+  c.launches = {
+      {11, false, "/cache/torch_extensions/kbv_mse/kbv_mse.so"},
+      {12, false, "/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcublasLt.so.13"},
+      {13, false, "/scratch/.triton/cache/ab/__triton_launcher.so"},
+      {14, false, "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so"},
+      {15, true, "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so"},
+      {0, false, "/cache/torch_extensions/other/other.so"},  // correlation 0 pairs with nothing
+  };
+  TraceBlock block = Block();
+  block.record_activities = true;
+  const MemoryTraceResult r = ReduceTrace(block, c);
+  ASSERT_EQ(r.activities.size(), 7u);
+  std::vector<std::string> launchers;
+  for (const ActivityRecord& a : r.activities) launchers.push_back(a.launcher);
+  EXPECT_EQ(launchers, (std::vector<std::string>{"ext:kbv_mse.so", "cublas", "triton", "torch",
+                                                 "graph", "", ""}));
+  EXPECT_EQ(r.launch_records, 6);
+  EXPECT_EQ(r.kernels_with_launcher, 5);
+}
+
 TEST(GpuTraceReduction, CountsOfTheCollectionPassThroughAndDropsAreNoted) {
   CollectedTrace c;
   c.records = 12;

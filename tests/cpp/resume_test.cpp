@@ -57,6 +57,13 @@ TEST(StoreKey, LimitsAndPlacementAreNotInTheKeySettingsAre) {
   unsandboxed.sandbox = false;
   EXPECT_NE(eval::EvalSettings{}.key(), unsandboxed.key());
   EXPECT_FALSE(eval::EvalSettings{}.key().contains("sandbox"));  // earlier databases' keys hold
+  // --allow-library changes verdicts (no_custom_kernel, library_main_op as warnings): keyed
+  // apart, and only when on, so results stored before the option existed keep their keys.
+  eval::EvalSettings library;
+  library.allow_library = true;
+  EXPECT_NE(eval::EvalSettings{}.key(), library.key());
+  EXPECT_EQ(library.key()["allow_library"], true);
+  EXPECT_FALSE(eval::EvalSettings{}.key().contains("allow_library"));
 }
 
 }  // namespace

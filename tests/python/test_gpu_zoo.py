@@ -54,7 +54,8 @@ def test_cuda_zoo_file_headers_and_syntax(rel):
     tree = ast.parse(path.read_text(), str(path))
     assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
     result = scan.scan_file(str(path))
-    assert result["cpp_sources"] >= 1  # a CUDA extension built with load_inline
+    # a CUDA extension built with load_inline, or Triton kernels of its own
+    assert result["cpp_sources"] >= 1 or result["triton_kernels"]
 
 
 # (file, scan findings that must be present, findings that must be absent)
@@ -68,6 +69,7 @@ SCAN_EXPECTED = {
     "honest/cuda/side_stream_joined.py": ({"scan_cpp_streams"}, {"scan_cpp_ghost_kernel"}),
     "honest/cuda/atomic_sum_reduction.py": (set(), {"scan_cpp_ghost_kernel", "scan_cpp_blas"}),
     "honest/cuda/conv_cuda_epilogue.py": (set(), {"scan_cpp_ghost_kernel", "scan_cpp_blas"}),
+    "honest/cuda/triton_mse.py": (set(), {"scan_cpp_ghost_kernel", "scan_monkey_patch"}),
 }
 
 
@@ -187,6 +189,51 @@ def test_kernel_trace_summary_brackets_the_call_between_markers():
     assert [a["name"][:6] for a in record["activities"]] == ["Memset", "void r"]
     side = record["activities"][1]
     assert side["stream"] == 13 and side["end_us"] == pytest.approx(138.0)
+
+
+def test_kernel_trace_summary_keeps_launchers_and_groups_every_kernel(monkeypatch):
+    """Who launched each kernel travels with it, and every kernel of the call is listed once
+    per (name, launcher) with its count and time, beyond the capped activity list: the
+    no_custom_kernel attribution sees them all (src/judge/kernel_trace.cpp)."""
+    gpu_guards = pytest.importorskip("kbv.gpu_guards", reason="kbv_native not importable")
+    monkeypatch.setattr(gpu_guards, "MAX_KERNELS", 2)
+    marker = "void at::cuda::(anonymous namespace)::spin_kernel(long)"
+    fill = {**_act("void at::native::vectorized_elementwise_kernel<4>", 7, 2_100, 2_200)}
+    fill["launcher"] = "torch"
+    own = {**_act("void mse_partial_kernel<256>(float const*)", 7, 2_300, 4_300)}
+    own["launcher"] = "ext:kbv_cuda_l1_mse.so"
+    activities = [
+        _act(marker, 7, 1_000, 2_000),
+        fill,
+        {**fill, "start_ns": 2_200, "end_ns": 2_250},
+        own,
+        _act("Memcpy DtoD (Device -> Device)", 7, 4_400, 4_500, "copy"),
+        _act(marker, 7, 5_000, 6_000),
+    ]
+    record = gpu_guards.summarize(activities)
+    assert [a.get("launcher") for a in record["activities"]] == ["torch", "torch"]  # capped
+    assert record["activity_count"] == 4
+    groups = {g["name"][:10]: g for g in record["kernels_seen"]}
+    assert groups["void at::n"]["count"] == 2 and groups["void at::n"]["launcher"] == "torch"
+    assert groups["void mse_p"]["launcher"] == "ext:kbv_cuda_l1_mse.so"
+    assert groups["void mse_p"]["us"] == pytest.approx(2.0)
+    assert record["kernels_seen_truncated"] is False
+
+
+def test_scan_lists_the_triton_zoo_files_kernel():
+    result = scan.scan_file(str(REPO / "examples" / "honest" / "cuda" / "triton_mse.py"))
+    assert result["triton_kernels"] == ["mse_partial_kernel"]
+
+
+def test_scan_lists_triton_kernels():
+    source = (
+        "import triton\nimport triton.language as tl\nfrom triton import jit\n"
+        "@triton.jit\ndef mse_kernel(p, t, out, n, BLOCK: tl.constexpr):\n    pass\n"
+        "@triton.autotune(configs=[], key=['n'])\n@triton.jit\ndef tuned(p):\n    pass\n"
+        "@jit\ndef bare(p):\n    pass\n"
+        "def host(p):\n    return mse_kernel[(1,)](p)\n"
+    )
+    assert scan.scan_source(source)["triton_kernels"] == ["mse_kernel", "tuned", "bare"]
 
 
 def test_kernel_trace_summary_without_markers_is_unavailable():

@@ -197,6 +197,45 @@ def test_failed_extension_call_is_not_counted(guards):
     assert calls.total() == 0
 
 
+def test_trace_counts_triton_launches_not_warmups(guards, monkeypatch):
+    """Triton kernels never reach the dispatcher: their launches are counted by wrapping
+    `triton.runtime.jit.JITFunction.run` for the traced call (a stand-in module here; kbv never
+    imports Triton itself), and the original is put back afterwards."""
+
+    class JITFunction:
+        def __init__(self):
+            self.launched = 0
+
+        def run(self, *args, grid, warmup, **kwargs):
+            self.launched += 1
+            return "ran"
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+
+    jit = types.ModuleType("triton.runtime.jit")
+    jit.JITFunction = JITFunction
+    monkeypatch.setitem(sys.modules, "triton.runtime.jit", jit)
+    original = JITFunction.run
+    kernel = JITFunction()
+
+    def forward():
+        kernel[(4,)](1, 2)  # a launch, through __getitem__ as `kernel[grid](...)` does
+        kernel.run(1, grid=(1,), warmup=True)  # a warm-up compiles, launches nothing
+        kernel.run(1, grid=(1,), warmup=False)
+        return torch.ones(2)
+
+    trace = guards.trace_forward(forward, None)
+    assert trace["jit_launches"] == 2
+    assert kernel.launched == 3  # the wrapped calls still ran
+    assert JITFunction.run is original
+
+
+def test_trace_without_triton_counts_no_launches(guards, monkeypatch):
+    monkeypatch.delitem(sys.modules, "triton.runtime.jit", raising=False)
+    assert guards.trace_forward(lambda: torch.ones(2) * 2, None)["jit_launches"] == 0
+
+
 # -- end to end: a candidate file evaluated by `kbv eval` on the CPU --------------------------
 RELU_CANDIDATE = Path(__file__).resolve().parents[2] / "examples/candidates/cpu/level1/3_ReLU.py"
 RELU_PROBLEM = Path(__file__).resolve().parents[2] / "problems/level1/3_ReLU.py"

@@ -100,9 +100,54 @@ def test_honest_candidate_is_correct(name, run_eval):
     result = evaluation.result
     assert result["verdict"] == "correct", (result["reason"], result["flags"])
     assert not evaluation.flag_ids("reject"), result["flags"]
+    assert "no_custom_kernel" not in evaluation.flag_ids(), result["flags"]
     trace = result["candidate"]["trace"]
     assert trace["extension_calls"], trace  # the custom kernel ran
+    assert trace["own_calls"] >= 1, trace
     assert all(check["passed"] for check in result["candidate"]["rechecks"].values())
+
+
+# -- no_custom_kernel: a PyTorch rewrite, and the option that accepts it ---------------------------
+MSE_REWRITE = HACKS / "b1_mse_loss_rewrite.py"
+
+
+@pytest.mark.e2e
+def test_pytorch_rewrite_names_what_pytorch_ran(run_eval):
+    """Issue 19: F.mse_loss for torch.mean((p - t) ** 2) was `correct` at 1.89x. Rejected now,
+    with the operators that did the work as evidence, and still timed (the flag is decided with
+    the kernel trace, after the timed calls and their checks)."""
+    evaluation = run_eval(target_problem(MSE_REWRITE), MSE_REWRITE)
+    result = evaluation.result
+    assert result["verdict"] == "rejected", (result["reason"], result["flags"])
+    flag = next(f for f in result["flags"] if f["id"] == "no_custom_kernel")
+    assert flag["severity"] == "reject" and "aten::mse_loss" in flag["detail"], flag
+    assert "library_main_op" not in evaluation.flag_ids()  # no heavy operator in the reference
+    assert result["candidate"]["trace"]["own_calls"] == 0
+    assert result["protocol"]["allow_library"] is False
+    assert result["protocol"]["library_flags"] == "reject"
+    assert result["timing"]["candidate"]["n"] > 0
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "options, library_flags",
+    [(["--allow-library"], "warn"), (["--protocol", "standard"], "warn")],
+    ids=["allow-library", "standard"],
+)
+def test_pytorch_rewrite_is_accepted_with_a_warning(options, library_flags, run_eval):
+    """--allow-library (contests that accept PyTorch rewrites) and the published `standard`
+    protocol: the same candidate is correct, its speedup reported, no_custom_kernel a warning."""
+    evaluation = run_eval(target_problem(MSE_REWRITE), MSE_REWRITE, *options)
+    result = evaluation.result
+    assert evaluation.returncode == 0, evaluation.stderr
+    assert result["verdict"] == "correct", (result["reason"], result["flags"])
+    assert "no_custom_kernel" in evaluation.flag_ids("warn"), result["flags"]
+    assert not evaluation.flag_ids("reject"), result["flags"]
+    assert result["protocol"]["allow_library"] is (options == ["--allow-library"])
+    shown = "PyTorch rewrites accepted" in evaluation.stdout  # the printed summary says so
+    assert shown is (options == ["--allow-library"]), evaluation.stdout
+    assert result["protocol"]["library_flags"] == library_flags
+    assert result["speedup"]["vs_tf32"]["value"] > 0
 
 
 # -- the static scanner --------------------------------------------------------------------------

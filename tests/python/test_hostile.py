@@ -26,6 +26,19 @@ class ModelNew(nn.Module):
 """
 
 
+# These candidates are plain PyTorch on purpose (the sandbox is on trial here, not whose code
+# computes): every evaluation accepts PyTorch rewrites, so no_custom_kernel is only a warning.
+ALLOW_LIBRARY = "--allow-library"
+
+
+@pytest.fixture
+def run_eval(run_eval):
+    def run(problem, candidate, *extra, **kwargs):
+        return run_eval(problem, candidate, ALLOW_LIBRARY, *extra, **kwargs)
+
+    return run
+
+
 def candidate(tmp_path, name, body, forward=HONEST_FORWARD):
     path = tmp_path / f"{name}.py"
     path.write_text(HEADER + textwrap.dedent(body) + forward)
@@ -207,7 +220,7 @@ class ModelNew(nn.Module):
         (folder / f"level_1_problem_3_sample_{sample}_kernel.py").write_text(HEADER + forward)
     (folder / "level_1_problem_3_sample_2_kernel.py").write_text(HEADER + HONEST_FORWARD)
     db = tmp_path / "big.sqlite"
-    done = kbv_run(tmp_path / "cands", db, cache_dir=cache_dir)
+    done = kbv_run(tmp_path / "cands", db, ALLOW_LIBRARY, cache_dir=cache_dir)
     assert done.returncode == 0, done.stderr
     assert [r[5] for r in rows(db)] == ["incorrect", "runtime_error", "correct"]
     import json
@@ -321,7 +334,7 @@ def test_scratch_quota_verdict_does_not_stop_the_run(tmp_path, cache_dir, monkey
     (folder / "level_1_problem_3_sample_0_kernel.py").write_text(FILLS_SCRATCH.read_text())
     (folder / "level_1_problem_3_sample_1_kernel.py").write_text(HEADER + SMALL_SCRATCH_FILE)
     db = tmp_path / "filler.sqlite"
-    done = kbv_run(tmp_path / "cands", db, cache_dir=cache_dir)
+    done = kbv_run(tmp_path / "cands", db, ALLOW_LIBRARY, cache_dir=cache_dir)
     assert done.returncode == 0, done.stderr
     assert [r[5] for r in rows(db)] == ["runtime_error", "correct"]
 
@@ -358,7 +371,7 @@ def test_scratch_quota_falls_back_to_the_watchdog_without_namespaces(
     command = [
         *NO_NAMESPACES, kbv_binary(), "eval", "--problem", str(RELU),
         "--candidate", str(FILLS_SCRATCH), "--device", "cpu", "--json", str(out),
-        "--cache-dir", str(cache_dir), "--quiet", *QUICK,
+        "--cache-dir", str(cache_dir), "--quiet", *QUICK, ALLOW_LIBRARY,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
@@ -413,7 +426,7 @@ def test_outputs_spoiled_after_saving_cost_only_their_own_result(tmp_path, cache
     (folder / "level_1_problem_3_sample_0_kernel.py").write_text(HEADER + SPOILS_ITS_OUTPUTS)
     (folder / "level_1_problem_3_sample_1_kernel.py").write_text(HEADER + HONEST_FORWARD)
     db = tmp_path / "spoil.sqlite"
-    done = kbv_run(tmp_path / "cands", db, cache_dir=cache_dir)
+    done = kbv_run(tmp_path / "cands", db, ALLOW_LIBRARY, cache_dir=cache_dir)
     assert done.returncode == 0, done.stderr[-3000:]
     verdicts = [r[5] for r in rows(db)]
     assert verdicts[1] == "correct", verdicts
@@ -462,7 +475,9 @@ def test_build_ahead_import_cannot_see_run_directories(tmp_path, cache_dir):
     peeker = HEADER + PEEKS_AT_IMPORT.format(root=str(root)) + HONEST_FORWARD
     (folder / "level_1_problem_3_sample_1_kernel.py").write_text(peeker)
     db = tmp_path / "peek.sqlite"
-    done = kbv_run(tmp_path / "cands", db, "--work-dir", str(work), cache_dir=cache_dir)
+    done = kbv_run(
+        tmp_path / "cands", db, "--work-dir", str(work), ALLOW_LIBRARY, cache_dir=cache_dir
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     with sqlite3.connect(db) as con:
         results = [json.loads(t) for (t,) in con.execute("SELECT result_json FROM results")]

@@ -25,6 +25,7 @@ def test_honest_cpu_candidate_is_correct(problem, run_eval):
     result = evaluation.result
     assert result["verdict"] == "correct", (result["reason"], result.get("error_detail"))
     assert not evaluation.flag_ids("reject")
+    assert "no_custom_kernel" not in evaluation.flag_ids()  # the candidate's own code computed
     for family in ("native", "h1_native", "h2_mixed_sign", "h3_wide_range", "h4_special"):
         assert result["correctness"][family]["ok"], family
     assert result["timing"]["candidate"]["n"] == 3
