@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 10, device calls 2-3 (H200): `kbv audit` over all 250 KernelBench level 1-3 problems
-# (423217d; default draws and profile, 6 evaluations per device), resumed from
+# (423217d; default draws and profile, WORKERS (6) evaluations per device), resumed from
 # .kbrun/audit.sqlite when carried; every worker call traced (KBV_TRACE_CALLS). Usage:
 #   docs/results/h200-2026-12-04-s10/call2.sh NAME AUDIT_SECONDS [KB_BASELINE]
 # KB_BASELINE=1: KernelBench's own baseline timing resumes (from .kbrun/kb_baseline.jsonl) for
@@ -28,7 +28,7 @@ gpu_sampler=$!
 [ -f .kbrun/audit.sqlite ] && cp .kbrun/audit.sqlite $LOG/audit.sqlite
 a0=$(date +%s)
 KBV_TRACE_CALLS=$LOG/trace.jsonl timeout $AUDIT_S build/kbv audit --problems .kb --device cuda \
-  --workers-per-device 6 --db $LOG/audit.sqlite --out $LOG/audit.md > $LOG/audit.txt 2>&1
+  --workers-per-device ${WORKERS:-6} --db $LOG/audit.sqlite --out $LOG/audit.md > $LOG/audit.txt 2>&1
 say "kbv audit rc=$? in $(( $(date +%s) - a0 )) s"
 kill $gpu_sampler 2>/dev/null
 build/kbv audit --table-only --db $LOG/audit.sqlite --problems .kb --out $LOG/audit.md \
