@@ -275,6 +275,13 @@ def reference_workers_of(pid: int) -> list[int]:
             continue
         if b"kbv.worker" not in argv or argv[argv.index(b"--role") + 1] != b"reference":
             continue
+        # Only the interpreter itself: where `python3` is a pyenv shim, the shell scripts it runs
+        # on the way to the interpreter carry the same arguments for a moment (CI saw two).
+        try:
+            if "python" not in os.path.basename(os.readlink(entry / "exe")):
+                continue
+        except OSError:
+            continue
         p = int(entry.name)
         while p > 1 and p != pid:
             p = parent(p)
