@@ -180,7 +180,7 @@ class Evaluation {
     // Device memory for the evaluation's peak, reserved where others share the device: from
     // the problem's inputs before any case is drawn, then from the memory plan after the first
     // (what the first draw measured).
-    reserve_device_memory(workers, session, estimate_before_drawing(session.loaded));
+    reserve_device_memory(workers, session, loaded_working_bytes_before_drawing(session.loaded));
     prepare(session, default_redraw(session.loaded, protocol_), workers);
     result.durations_s["reference"] = seconds_since(t) + lease_.ahead_wait_s;
     if (session.plan) reserve_device_memory(workers, session, session.plan->working_bytes);
@@ -311,16 +311,6 @@ class Evaluation {
       draw_session_cases(session, protocol_, redraw, request_.problem, workers.reference_call(),
                          request_.placement.evaluations_per_device);
     }
-  }
-
-  // What the problem's inputs and state say the evaluation may need, before any case is drawn
-  // (0 on the host: only a device's memory is shared this way).
-  static double estimate_before_drawing(const json& loaded) {
-    const json memory = loaded.value("memory", json::object());
-    if (memory.value("kind", "") != "device") return 0;
-    const json sizes = loaded.value("sizes", json::object());
-    return working_bytes_before_drawing(sizes.value("input_bytes", 0.0),
-                                        sizes.value("state_bytes", 0.0));
   }
 
   // Reserves `bytes` of the device's memory ledger, or more than held so far (what was held

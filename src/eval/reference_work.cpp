@@ -98,6 +98,13 @@ bool loaded_needs_device_alone(const json& loaded, int evaluations_per_device) {
                             memory.value("total_bytes", 0.0), evaluations_per_device);
 }
 
+double loaded_working_bytes_before_drawing(const json& loaded) {
+  if (loaded.value("memory", json::object()).value("kind", "") != "device") return 0;
+  const json sizes = loaded.value("sizes", json::object());
+  return working_bytes_before_drawing(sizes.value("input_bytes", 0.0),
+                                      sizes.value("state_bytes", 0.0));
+}
+
 double dtype_bytes(const std::string& dtype) {
   if (dtype == "float64" || dtype == "int64" || dtype == "complex64") return 8;
   if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") return 2;
