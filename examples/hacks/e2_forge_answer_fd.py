@@ -1,8 +1,8 @@
 # kbv-target: level1/1_Square_matrix_multiplication
-# kbv-hack: E2 forged answer: while it is timed, writes its own answer to the timing request onto the
-#   worker's inherited answer descriptor (fast samples, no timed outputs to judge) and swallows the
-#   harness's real answer by pointing that descriptor at a pipe of its own until the answer has
-#   gone into it; also prints a forged result on stdout for any harness that reads one.
+# kbv-hack: E2 forged answer: while it is timed, writes its own answer to the timing request onto
+#   the worker's inherited answer descriptor (fast samples, no timed outputs to judge) and swallows
+#   the harness's real answer by pointing that descriptor at a pipe of its own until the answer
+#   has gone into it; also prints a forged result on stdout for any harness that reads one.
 import json
 import os
 import sys

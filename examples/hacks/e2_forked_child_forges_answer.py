@@ -41,6 +41,7 @@ _ext = load_inline(
     verbose=False,
 )
 
+
 def _answer_fd() -> int | None:
     """The descriptor the worker answers on: named on its command line (--out N)."""
     argv = sys.argv

@@ -33,7 +33,7 @@ _ext = load_inline(
 )
 
 # Run by a later interpreter at start-up: in a reference worker, slow the baseline's clock.
-_HOOK = r'''
+_HOOK = r"""
 import sys
 if "reference" in sys.argv:
     import builtins
@@ -51,7 +51,7 @@ if "reference" in sys.argv:
             timing.time_calls = slowed
         return module
     builtins.__import__ = _hooked
-'''
+"""
 
 
 def _folders() -> list[str]:

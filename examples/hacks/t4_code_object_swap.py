@@ -1,7 +1,7 @@
 # kbv-target: level1/3_ReLU
-# kbv-hack: T4 code object: swaps the __code__ of the harness's timing function (kbv.timing.time_calls)
-#   for one that divides every sample by 25; the function object stays the same, so a check of
-#   identities sees nothing replaced.
+# kbv-hack: T4 code object: swaps the __code__ of the harness's timing function
+#   (kbv.timing.time_calls) for one that divides every sample by 25; the function object stays
+#   the same, so a check of identities sees nothing replaced.
 import sys
 import types
 

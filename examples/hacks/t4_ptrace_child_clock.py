@@ -166,7 +166,6 @@ def patches() -> list[tuple[int, bytes, str]]:
     return out
 
 
-
 _PTRACE_POKEDATA, _PTRACE_DETACH = 5, 17
 _PTRACE_SEIZE, _PTRACE_INTERRUPT = 0x4206, 0x4207
 _PR_SET_PTRACER, _PR_SET_PTRACER_ANY = 0x59616D61, -1

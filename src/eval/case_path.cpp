@@ -23,7 +23,26 @@ json& CasePath::session_case(const std::string& id) {
   for (auto& c : session_.prepared["cases"]) {
     if (c["id"] == id) return c;
   }
+  for (auto& c : session_.prepared["rechecks"]) {
+    if (c["id"] == id) return c;
+  }
   throw std::logic_error("case " + id + " is not one of the session's");
+}
+
+json& CasePath::perturbed(const json& c) {
+  const std::string id = c["id"].get<std::string>() + "~perturbed";
+  auto& extra = session_.prepared["rechecks"];
+  if (!extra.is_array()) extra = json::array();
+  for (auto& e : extra) {
+    if (e["id"] == id) return e;
+  }
+  extra.push_back({{"id", id},
+                   {"family", c["family"]},
+                   {"draw", c["draw"]},
+                   {"redraw", c["redraw"]},
+                   {"perturb", true},
+                   {"drawn", false}});
+  return extra.back();
 }
 
 void CasePath::ensure(json& c, bool pin) {
@@ -63,6 +82,7 @@ CaseRun CasePath::run(const json& c, const RunInputs& how) {
     out.token = shared.result["inputs"]["token"].get<std::string>();
   }
   if (how.keep) request["keep"] = true;
+  if (!how.poison) request["poison"] = false;
   out.answer = workers_.candidate(worker_request(cmd::kRunCase, request), shared.fds);
   return out;
 }
