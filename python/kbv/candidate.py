@@ -123,10 +123,12 @@ class CandidateRole:
         self.alive.append(inputs)
         # S1/S2: stale memory reads NaN. Not on the run the orchestrator asks to see unpoisoned
         # (`poison: false`): a forward that computes only when its fresh buffer reads NaN, and
-        # serves stale or cached values otherwise, must meet a checked call like a timed one.
-        poisoned = 0
+        # serves stale or cached values otherwise, must meet a checked call like a timed one:
+        # free memory then holds finite garbage, as it does between timed calls.
         if request.get("poison", True):
             poisoned = gpu_guards.poison_free_memory(self.device)
+        else:
+            poisoned = gpu_guards.poison_free_memory(self.device, gpu_guards.stale_byte())
         started = time.perf_counter()
         try:
             # No device-wide wait inside the call: the values at return are copied on the
