@@ -88,6 +88,10 @@ CaseRun CasePath::run(const json& c, const RunInputs& how) {
 }
 
 Response CasePath::trace(const json& c, const char* part) {
+  // Resident again if it was let go since the re-checks (a budget of 0 keeps only the case
+  // prepared last, which need not be this one): drawn again from the same secret.
+  ensure_case(session_, session_case(c["id"].get<std::string>()), problem_,
+              workers_.reference_call(), /*pin=*/false);
   auto shared = workers_.reference(
       worker_request(cmd::kShareCase, {{"id", c["id"]}, {"fresh", false}, {"inputs", true}}));
   require(shared, "sharing a case with the candidate");
