@@ -1,7 +1,8 @@
 # kbv-target: level1/3_ReLU
-# kbv-honest: writes generated sources and a helper module into its temporary folder, builds one
-#   extension from the written file (torch.utils.cpp_extension.load) and one inline, and imports
-#   the helper from there: files of its own, two libraries, none touched after loading.
+# kbv-honest: writes a generated source beside its build cache (only when it changed, so a warm
+#   cache builds nothing) and a helper module into its temporary folder, builds one extension from
+#   the written file (torch.utils.cpp_extension.load) and one inline, and imports the helper:
+#   files of its own, two libraries, none touched after loading.
 import os
 import sys
 import tempfile
@@ -39,14 +40,28 @@ def rows_of(shape):
     return rows
 """
 
-_folder = os.path.join(tempfile.gettempdir(), "kbv_honest_generated")
-os.makedirs(_folder, exist_ok=True)
-_source = os.path.join(_folder, "relu_from_file.cpp")
-with open(_source, "w") as handle:
-    handle.write(_RELU)
-with open(os.path.join(_folder, "kbv_honest_helper.py"), "w") as handle:
-    handle.write(_HELPER)
-sys.path.insert(0, _folder)
+
+def _write_if_changed(path: str, text: str) -> None:
+    try:
+        with open(path) as handle:
+            if handle.read() == text:
+                return
+    except OSError:
+        pass
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+_sources = os.path.join(
+    os.environ.get("TORCH_EXTENSIONS_DIR", tempfile.gettempdir()), "kbv_honest_generated"
+)
+os.makedirs(_sources, exist_ok=True)
+_source = os.path.join(_sources, "relu_from_file.cpp")
+_write_if_changed(_source, _RELU)
+_helpers = os.path.join(tempfile.gettempdir(), "kbv_honest_helpers")
+os.makedirs(_helpers, exist_ok=True)
+_write_if_changed(os.path.join(_helpers, "kbv_honest_helper.py"), _HELPER)
+sys.path.insert(0, _helpers)
 import kbv_honest_helper  # noqa: E402
 
 _relu = load(name="kbv_honest_relu_from_file", sources=[_source], extra_cflags=["-O3"])
