@@ -95,7 +95,7 @@ CorrectnessRecord check_correctness(CandidateSide& side, json& cases) {
 //     and serves stale or cached values otherwise meets it here;
 //  3. reused values in fresh buffers: case A's values in new tensors; must match A's golden.
 //  4. perturbed values: case A with one input element changed (at a secret prime index, by the
-//     input's norm), in new tensors; must match its own golden outputs. A forward that keys a
+//     input's norm), at new addresses; must match its own golden outputs. A forward that keys a
 //     cache on a sample of its inputs' values serves A's output again: when the output fails
 //     its own golden outputs and passes A's, that is output_cached (a wrong output that is not
 //     A's is a numerical failure on an outlier, recorded and left to the other checks).
@@ -169,6 +169,12 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
                                   fresh->outputs.reason));
   }
 
+  // What the earlier re-checks needed goes first: at KernelBench's sizes a case is gigabytes.
+  // (b is made resident again for the trace if it was let go.)
+  side.cases.release(made);
+  made.clear();
+  side.cases.unpin({b_id});
+  pinned = {a_id};
   json& p = side.cases.perturbed(a);
   side.cases.ensure(p, /*pin=*/true);
   pinned.push_back(p["id"].get<std::string>());
@@ -177,7 +183,7 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
   if (what.contains("skipped")) {
     record["passed"] = true;
   } else {
-    auto changed = run(p, "perturbed", {.fresh = true});
+    auto changed = run(p, "perturbed", {});  // its own block: a new address in the candidate
     if (!changed) return finish(), out;
     record["passed"] = changed->outputs.passed;
     if (!changed->outputs.passed) {
