@@ -307,7 +307,6 @@ class CandidateRole:
         result = memory.peak_memory(lambda: self.model(*inputs), self.device)
         result["persistent_bytes"] = memory.state_bytes(self.model)
         result["harness_tampered"] = self._harness_changes()
-        result["extension_files"] = self.extensions.files
         return result
 
     def _harness_changes(self) -> list[str]:
