@@ -78,15 +78,20 @@ class CandidateRole:
             "persistent_bytes": memory.state_bytes(self.model),
             **self._call_state(l2=False),
             "extension_functions": sorted(self.extensions.counts),
+            "extension_files": self.extensions.files,
         }
 
     def cmd_import(self, request: dict[str, Any]) -> dict[str, Any]:
         """Only imports the candidate: builds its extensions into the content-keyed cache, so
         that `kbv run` can build many candidates in parallel ahead of device time."""
         started = time.monotonic()
+        self.extensions.install()
         with _build_cache_lock():
             import_file(request["candidate"], "candidate")
-        return {"import_seconds": time.monotonic() - started}
+        return {
+            "import_seconds": time.monotonic() - started,
+            "extension_files": self.extensions.files,
+        }
 
     def cmd_set_mapping(self, request: dict[str, Any]) -> dict[str, Any]:
         self.mapping = dict(request["mapping"])
@@ -116,7 +121,14 @@ class CandidateRole:
         self._load_state(request.get("state"), fds)
         inputs = block.as_list()
         self.alive.append(inputs)
-        poisoned = gpu_guards.poison_free_memory(self.device)  # S1/S2: stale memory reads NaN
+        # S1/S2: stale memory reads NaN. Not on the run the orchestrator asks to see unpoisoned
+        # (`poison: false`): a forward that computes only when its fresh buffer reads NaN, and
+        # serves stale or cached values otherwise, must meet a checked call like a timed one:
+        # free memory then holds finite garbage, as it does between timed calls.
+        if request.get("poison", True):
+            poisoned = gpu_guards.poison_free_memory(self.device)
+        else:
+            poisoned = gpu_guards.poison_free_memory(self.device, gpu_guards.stale_byte())
         started = time.perf_counter()
         try:
             # No device-wide wait inside the call: the values at return are copied on the

@@ -17,12 +17,17 @@ it (src/eval/kernel_trace.cpp).
   `torch.empty`/`empty_like` and not fully written, or scratch read before it is written,
   shows NaN instead of whatever an earlier call left there (S1, S2). CUDA only: on the CPU
   the worker's large blocks come fresh from the kernel (MALLOC_MMAP_THRESHOLD_), already zero.
+  `stale_byte` gives the fill of the one checked call that must look like a timed one (the
+  unpoisoned same-buffers re-check): a random byte whose pattern is a finite number, so a
+  forward that computes only when its fresh buffer reads NaN (and serves stale or cached
+  values otherwise) takes its timing path there too, even from a block poisoned earlier.
 - `l2_changes`: the persisting-L2 limit and the current stream's access-policy window, which a
   candidate may set so its data survive the L2 flush between timed calls (T7); reported and
   reset (the timing loop also resets them before every sample)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -188,8 +193,15 @@ def summarize(activities: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def poison_free_memory(device: torch.device) -> int:
-    """Fills the caching allocator's free blocks on `device` with 0xFF; returns the bytes."""
+def stale_byte() -> int:
+    """A fill byte whose repeated pattern reads as a finite number in every float dtype (half's
+    exponent bits are all ones from 0x7C, and 0xFC, up)."""
+    return random.choice([b for b in range(1, 0x7C)] + [b for b in range(0x81, 0xFC)])
+
+
+def poison_free_memory(device: torch.device, byte: int = POISON_BYTE) -> int:
+    """Fills the caching allocator's free blocks on `device` with `byte` (0xFF: NaN); returns
+    the bytes."""
     if device.type != "cuda":
         return 0
     index = device_index(device)
@@ -207,9 +219,7 @@ def poison_free_memory(device: torch.device) -> int:
         for block in segment["blocks"]:
             size = int(block["size"])
             if block["state"] == "inactive":
-                kbv_native.fill_device(
-                    int(block.get("address", address)), POISON_BYTE, size, stream
-                )
+                kbv_native.fill_device(int(block.get("address", address)), byte, size, stream)
                 total += size
             address += size
     torch.cuda.synchronize(device)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import collections
 import copy
+import math
 import os
+import random
 import secrets
 import time
 from pathlib import Path
@@ -148,7 +150,12 @@ class ReferenceRole:
         """Makes case `id` resident (drawn now, or kept from before and checked unchanged) and
         answers its figures. `pin` keeps it resident until `unpin` or `end_candidate`."""
         case_id = request["id"]
-        key = (request["family"], request["draw"], tuple(sorted(request["redraw"])))
+        key = (
+            request["family"],
+            request["draw"],
+            tuple(sorted(request["redraw"])),
+            bool(request.get("perturb", False)),
+        )
         started = time.monotonic()
         case = self.cases.get(case_id)
         if case is not None and (case.key != key or case.dirty or not self._unchanged(case)):
@@ -401,7 +408,7 @@ class ReferenceRole:
     # -- drawing one case ---------------------------------------------------------------------
     def _draw_case(self, case_id: str, key: tuple, secret: str) -> Case:
         assert self.model is not None and self.module is not None
-        family, draw, redraw_names = key[0], key[1], set(key[2])
+        family, draw, redraw_names, perturb = key[0], key[1], set(key[2]), key[3]
         started = time.monotonic()
         _reset_peak(self.device)
         note = None
@@ -418,11 +425,20 @@ class ReferenceRole:
 
         attempt = 0
         phases: dict[str, float] = {"state": time.monotonic() - started}
+        perturbed = None
         while True:
             mark = time.monotonic()
             block = self._draw_inputs(family, draw, secret, gen, attempt)
+            if perturb:
+                perturbed = _perturb_one_element(block.as_list(), secret, family, draw)
             phases["inputs"] = phases.get("inputs", 0.0) + time.monotonic() - mark
             outputs = self._run_variants(block.as_list(), phases)
+            if perturb:
+                # The same draw as the plain case, one element changed: never replaced by
+                # another draw (a reference that is not finite on it only skips the re-check).
+                if perturbed is not None and not outputs["tf32_finite"]:
+                    perturbed = {"skipped": "the reference output is not finite on it"}
+                break
             if family in ("native", "h1_native") or family.startswith("paper_"):
                 break
             if outputs["tf32_finite"]:
@@ -461,9 +477,11 @@ class ReferenceRole:
                 (families.rms(x) for x in inputs if families.is_float(x)), default=0.0
             ),
             "reference_aliases_input": outputs["aliases"],
-            "audit": self._audit_figures(outputs["first_output"]),
+            "audit": self._audit_figures(outputs["first_output"]) if not perturb else {},
             "note": note,
         }
+        if perturb:
+            figures["perturbed"] = perturbed or {"skipped": "no floating-point input to change"}
         phases["figures"] = time.monotonic() - mark
         mark = time.monotonic()
         case = Case(key, figures, block, state_block, outputs["judged"])
@@ -703,6 +721,53 @@ class ReferenceRole:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+def _perturb_one_element(inputs: list, secret: str, family: str, draw: int) -> dict | None:
+    """Changes one element of the largest floating-point input in place (the perturbed re-check,
+    src/eval/phase_correctness.cpp): at a secret prime index in the middle half of its elements,
+    so that a sampler reading every s-th element from the start (any s >= 2 short of that
+    prime) or the first and last ones never sees it, and by the tensor's own L2 norm, so that
+    the output moves well beyond the tolerance. A candidate that returns the plain case's output
+    for these inputs has served a stored answer."""
+    floats = [(i, x) for i, x in enumerate(inputs) if families.is_float(x) and x.numel() >= 64]
+    if not floats:
+        return None
+    index, tensor = max(floats, key=lambda item: item[1].numel())
+    n = tensor.numel()
+    rng = random.Random(families.derive_seed(secret, "perturb", family, draw))
+    position = _prime_between(n // 4, (3 * n) // 4, rng)
+    if position is None:
+        return None
+    flat = tensor.view(-1) if tensor.is_contiguous() else None
+    if flat is None:
+        return None
+    norm = float(families.rms(tensor)) * math.sqrt(n)
+    delta = max(1.0, norm)
+    flat[position] += delta
+    return {"input": index, "position": position, "delta": delta}
+
+
+def _prime_between(low: int, high: int, rng: random.Random) -> int | None:
+    """A random prime in [low, high) (None if it holds none worth the search)."""
+    if high - low < 2:
+        return None
+    for _ in range(400):
+        candidate = rng.randrange(max(low, 2), high) | 1
+        if candidate < high and _is_prime(candidate):
+            return candidate
+    return None
+
+
+def _is_prime(n: int) -> bool:
+    if n < 2 or n % 2 == 0:
+        return n == 2
+    f = 3
+    while f * f <= n:
+        if n % f == 0:
+            return False
+        f += 2
+    return True
+
+
 def _stream(device: torch.device) -> int:
     return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
 

@@ -20,6 +20,8 @@ def serve(role, channel: Channel) -> None:
         request = channel.receive()
         if request is None or request.get("cmd") == "exit":
             return
+        # Every answer names the request it answers (docs/worker-protocol.md).
+        seq = {"seq": request["seq"]} if "seq" in request else {}
         handler = getattr(role, f"cmd_{request.get('cmd')}", None)
         if handler is None:
             channel.send(
@@ -29,6 +31,7 @@ def serve(role, channel: Channel) -> None:
                         "kind": "internal_error",
                         "message": f"unknown command {request.get('cmd')!r}",
                     },
+                    **seq,
                 }
             )
             continue
@@ -36,7 +39,7 @@ def serve(role, channel: Channel) -> None:
             result = handler(request)
             outgoing = result.pop("_fds", None) if isinstance(result, dict) else None
             try:
-                channel.send({"ok": True, "result": result}, outgoing)
+                channel.send({"ok": True, "result": result, **seq}, outgoing)
             finally:
                 for fd in outgoing or []:  # exported for this answer: the receiver has its own
                     os.close(fd)
@@ -48,6 +51,7 @@ def serve(role, channel: Channel) -> None:
                         {"kind": error.kind, "message": error.message, "detail": error.detail},
                         error,
                     ),
+                    **seq,
                 }
             )
         except BaseException as error:  # noqa: BLE001 - report, let the orchestrator decide
@@ -62,6 +66,7 @@ def serve(role, channel: Channel) -> None:
                         },
                         error,
                     ),
+                    **seq,
                 }
             )
         finally:

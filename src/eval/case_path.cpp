@@ -23,7 +23,26 @@ json& CasePath::session_case(const std::string& id) {
   for (auto& c : session_.prepared["cases"]) {
     if (c["id"] == id) return c;
   }
+  for (auto& c : session_.prepared["rechecks"]) {
+    if (c["id"] == id) return c;
+  }
   throw std::logic_error("case " + id + " is not one of the session's");
+}
+
+json& CasePath::perturbed(const json& c) {
+  const std::string id = c["id"].get<std::string>() + "~perturbed";
+  auto& extra = session_.prepared["rechecks"];
+  if (!extra.is_array()) extra = json::array();
+  for (auto& e : extra) {
+    if (e["id"] == id) return e;
+  }
+  extra.push_back({{"id", id},
+                   {"family", c["family"]},
+                   {"draw", c["draw"]},
+                   {"redraw", c["redraw"]},
+                   {"perturb", true},
+                   {"drawn", false}});
+  return extra.back();
 }
 
 void CasePath::ensure(json& c, bool pin) {
@@ -63,11 +82,16 @@ CaseRun CasePath::run(const json& c, const RunInputs& how) {
     out.token = shared.result["inputs"]["token"].get<std::string>();
   }
   if (how.keep) request["keep"] = true;
+  if (!how.poison) request["poison"] = false;
   out.answer = workers_.candidate(worker_request(cmd::kRunCase, request), shared.fds);
   return out;
 }
 
 Response CasePath::trace(const json& c, const char* part) {
+  // Resident again if it was let go since the re-checks (a budget of 0 keeps only the case
+  // prepared last, which need not be this one): drawn again from the same secret.
+  ensure_case(session_, session_case(c["id"].get<std::string>()), problem_,
+              workers_.reference_call(), /*pin=*/false);
   auto shared = workers_.reference(
       worker_request(cmd::kShareCase, {{"id", c["id"]}, {"fresh", false}, {"inputs", true}}));
   require(shared, "sharing a case with the candidate");

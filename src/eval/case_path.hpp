@@ -24,7 +24,10 @@ namespace kbv::eval {
 struct RunInputs {
   bool fresh = false;  // a new copy of the case's values (new addresses)
   bool keep = false;   // the candidate keeps these tensor objects for a later re-check
-  std::string reuse;   // the kept objects of the block with this token (its values written anew)
+  // Free allocator memory poisoned (NaN, CUDA) before the call, as before every checked call;
+  // false for the one re-check that must look like a timed call to a forward watching for it.
+  bool poison = true;
+  std::string reuse;  // the kept objects of the block with this token (its values written anew)
 };
 
 // One forward of the candidate on a case, as it answered.
@@ -48,6 +51,9 @@ class CasePath {
   // Case `c` of the session resident in the reference; `pin` keeps it until unpin(). `c` gets
   // its figures the first time it is drawn.
   void ensure(nlohmann::json& c, bool pin = false);
+  // The session's perturbed twin of case `c` (the same draw with one input element changed at a
+  // secret place; python/kbv/reference.py), made once per session and drawn by ensure().
+  nlohmann::json& perturbed(const nlohmann::json& c);
   void unpin(const std::vector<std::string>& ids);
 
   // The block the candidate copies its outputs into, shaped like case `c`'s reference outputs

@@ -62,6 +62,7 @@ class Evaluation {
     std::optional<HarnessFault> fault;  // kbv's own failure: harness_error, not a verdict
     try {
       run_phases(result);
+      after_the_candidate_ended();
       if (exchange_ && !listing_.empty()) {
         auto changed = judge::changed_entries(listing_, judge::list_run_dir(exchange_->run_dir()));
         if (!changed.empty()) {
@@ -196,6 +197,7 @@ class Evaluation {
       return;
     }
     result.candidate["import_seconds"] = loaded.result.value("import_seconds", 0.0);
+    check_loaded_libraries(loaded.result);
     call_judge_.numerics(loaded.result, findings_);
     judge::CallJudge::harness(loaded.result, "importing and constructing the candidate", findings_);
     // Static scan of the candidate's source by the (trusted) reference worker: evidence only.
@@ -262,6 +264,48 @@ class Evaluation {
       result.durations_s["trace"] = result.durations_s.value("trace", 0.0) + seconds_since(t);
       failed(trace.failed, result);
     }
+  }
+
+  // The libraries the candidate's worker loaded from its build-cache folder, as it recorded them
+  // at the load; each must be the one first built and loaded for this content (the manifest
+  // beside the folder, which no candidate can write).
+  void check_loaded_libraries(const json& loaded) {
+    if (candidate_sha256_.empty()) return;
+    const auto cache = orchestrate::extension_cache_dir(
+        request_.placement.cache_dir, candidate_sha256_, request_.settings.device);
+    loaded_libraries_ =
+        orchestrate::loaded_libraries(loaded.value("extension_files", json::object()), cache);
+    auto mismatches = orchestrate::manifest_mismatches(cache, loaded_libraries_);
+    if (!mismatches.empty()) {
+      findings_.add("build_cache_tampered", Severity::Reject,
+                    fmt::format("the candidate loaded a library its build cache did not hold when "
+                                "this content was first built and loaded: {}",
+                                json(mismatches).dump()));
+    }
+  }
+
+  // Once the candidate's worker has ended (asked to exit, its namespace gone with it): its
+  // channel read to the end, and its build-cache folder against what it loaded from there.
+  void after_the_candidate_ended() {
+    if (!worker_ || !worker_->process) return;
+    worker_->process->stop();
+    if (const auto& forged = worker_->process->forged()) {
+      findings_.add("channel_forged", Severity::Reject,
+                    "a line on the candidate's answer channel was not its worker's answer to "
+                    "the request in flight: " +
+                        *forged);
+    }
+    if (candidate_sha256_.empty() || !candidate_ran_) return;
+    const auto cache = orchestrate::extension_cache_dir(
+        request_.placement.cache_dir, candidate_sha256_, request_.settings.device);
+    auto changes = orchestrate::build_cache_changes(cache, loaded_libraries_);
+    if (!changes.empty()) {
+      findings_.add("build_cache_tampered", Severity::Reject,
+                    fmt::format("the candidate's build-cache folder changed behind the libraries "
+                                "it loaded: {}",
+                                json(changes).dump()));
+    }
+    orchestrate::record_in_manifest(cache, loaded_libraries_);
   }
 
   // Where this evaluation writes, for the disk facts of a harness fault.
@@ -469,6 +513,7 @@ class Evaluation {
   judge::RunDirListing listing_;  // the run directory once the candidate may read it
   double compile_s_ = 0;
   std::string candidate_sha256_;
+  std::vector<orchestrate::LoadedLibrary> loaded_libraries_;
   bool discard_session_ = false;
   bool candidate_ran_ = false;
 };

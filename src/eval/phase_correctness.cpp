@@ -89,8 +89,16 @@ CorrectnessRecord check_correctness(CandidateSide& side, json& cases) {
 //     the budget are fine: atomics);
 //  2. fresh values in reused buffers: case B's values written into the very tensor objects of
 //     run 1 (same addresses, same `_version`: the reference writes them into the shared block),
-//     with B's state; must match B's golden outputs;
+//     with B's state; must match B's golden outputs. Free allocator memory is not poisoned
+//     before this one (it is before every other checked call), as before a timed call: a
+//     forward that computes only when its fresh output buffer reads NaN (the checker's poison)
+//     and serves stale or cached values otherwise meets it here;
 //  3. reused values in fresh buffers: case A's values in new tensors; must match A's golden.
+//  4. perturbed values: case A with one input element changed (at a secret prime index, by the
+//     input's norm), at new addresses; must match its own golden outputs. A forward that keys a
+//     cache on a sample of its inputs' values serves A's output again: when the output fails
+//     its own golden outputs and passes A's, that is output_cached (a wrong output that is not
+//     A's is a numerical failure on an outlier, recorded and left to the other checks).
 // The candidate only writes outputs; the golden outputs never leave the reference's worker.
 RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
   RecheckRecord out;
@@ -103,6 +111,7 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
   side.cases.ensure(b, /*pin=*/true);
   std::vector<std::string> made;  // blocks made for the re-checks, released at the end
   std::string kept;               // the block the candidate keeps for the same-buffers run
+  CaseRun last;  // the last re-check's run (judged again against another case's outputs)
   auto run = [&](const json& c, const std::string& tag,
                  const RunInputs& how) -> std::optional<CaseJudgement> {
     const std::string id = c["id"].get<std::string>();
@@ -111,6 +120,7 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
       out.failed = judge::call_failure(ran.answer, fmt::format("a re-check ({}) on {}", tag, id));
       return std::nullopt;
     }
+    last = ran;
     if (how.fresh) made.push_back(ran.token);
     side.calls.forward(ran.answer.result, id + " (" + tag + ")", side.findings);
     auto judged = side.cases.judge(c, ran.answer.result, ran.token);
@@ -118,9 +128,10 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
     if (how.keep) kept = ran.token;
     return judged;
   };
+  std::vector<std::string> pinned = {a_id, b_id};
   auto finish = [&] {
     side.cases.release(made);
-    side.cases.unpin({a_id, b_id});
+    side.cases.unpin(pinned);
   };
 
   auto repeated = run(a, "repeat", {.fresh = true, .keep = true});
@@ -136,7 +147,7 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
   }
 
   side.cases.write_into(b, kept);
-  auto in_reused = run(b, "same-buffers", {.reuse = kept});
+  auto in_reused = run(b, "same-buffers", {.poison = false, .reuse = kept});
   if (!in_reused) return finish(), out;
   out.record["fresh_values_in_reused_buffers"] = {{"case", b["id"]},
                                                   {"passed", in_reused->outputs.passed}};
@@ -157,6 +168,40 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
                       fmt::format("{}'s values in new input tensors give a wrong output: {}", a_id,
                                   fresh->outputs.reason));
   }
+
+  // What the earlier re-checks needed goes first: at KernelBench's sizes a case is gigabytes.
+  // (b is made resident again for the trace if it was let go.)
+  side.cases.release(made);
+  made.clear();
+  side.cases.unpin({b_id});
+  pinned = {a_id};
+  json& p = side.cases.perturbed(a);
+  side.cases.ensure(p, /*pin=*/true);
+  pinned.push_back(p["id"].get<std::string>());
+  const json what = p.value("perturbed", json::object());
+  json record = {{"case", p["id"]}, {"perturbed", what}};
+  if (what.contains("skipped")) {
+    record["passed"] = true;
+  } else {
+    auto changed = run(p, "perturbed", {});  // its own block: a new address in the candidate
+    if (!changed) return finish(), out;
+    record["passed"] = changed->outputs.passed;
+    if (!changed->outputs.passed) {
+      // Whose output is it? A's own (a stored answer) or a wrong one of its own making.
+      auto as_a = side.cases.judge(a, last.answer.result, last.token);
+      record["matches_unperturbed"] = as_a.outputs.passed;
+      if (as_a.outputs.passed) {
+        side.findings.add(
+            "output_cached", Severity::Reject,
+            fmt::format("with one element of {}'s input {} changed (element {}, by {:.3g}) the "
+                        "output is {}'s own, within tolerance: an answer stored for inputs that "
+                        "looked the same; against the changed inputs: {}",
+                        a_id, what.value("input", 0), what.value("position", 0),
+                        what.value("delta", 0.0), a_id, changed->outputs.reason));
+      }
+    }
+  }
+  out.record["perturbed_values"] = record;
   finish();
   out.trace_case = b;
   return out;

@@ -130,12 +130,10 @@ json case_list(const Protocol& protocol, const json& redraw, const json& default
 
 json ensure_case(ReferenceSession& session, json& c, const fs::path& problem,
                  const ReferenceCall& call, bool pin) {
-  auto response = call(worker_request(cmd::kPrepareCase, {{"secret", session.secret},
-                                                          {"id", c["id"]},
-                                                          {"family", c["family"]},
-                                                          {"draw", c["draw"]},
-                                                          {"redraw", c["redraw"]},
-                                                          {"pin", pin}}));
+  json request = {{"secret", session.secret}, {"id", c["id"]},         {"family", c["family"]},
+                  {"draw", c["draw"]},        {"redraw", c["redraw"]}, {"pin", pin}};
+  if (c.value("perturb", false)) request["perturb"] = true;  // the perturbed re-check's case
+  auto response = call(worker_request(cmd::kPrepareCase, request));
   require_reference_answer(response, problem, "drawing a hidden case");
   if (!c.value("drawn", false)) {
     // The figures of its first draw stand for the case: a draw again (after it was let go)

@@ -62,11 +62,16 @@ void CallJudge::watch(const json& answer, const std::string& case_id, Findings& 
   if (!answer.contains("watch")) return;
   const auto& w = answer["watch"];
   bool changed = !w["outputs_changed_after_return"].empty();
+  const json rewritten = w.value("copies_rewritten_after_return", json::array());
   if (changed) {
     out.add("output_changed_after_return", Severity::Reject,
             fmt::format("output {} changed after the forward returned on {} (work finished "
-                        "later, outside any timed region)",
-                        w["outputs_changed_after_return"].dump(), case_id));
+                        "later, outside any timed region){}",
+                        w["outputs_changed_after_return"].dump(), case_id,
+                        rewritten.empty() ? ""
+                                          : fmt::format("; the harness's copy of output {} was "
+                                                        "written after it was taken",
+                                                        rewritten.dump())));
   }
   if (!w["threads_left_running"].empty()) {
     std::string detail = fmt::format(

@@ -11,6 +11,7 @@
 #include "native/blocker.h"
 #include "native/cuda_check.h"
 #include "native/gpu_state.h"
+#include "native/integrity.h"
 #include "native/stream_device.h"
 
 namespace nb = nanobind;
@@ -240,8 +241,12 @@ Sample TimeOneCall(const nb::callable& fn, int index, const CudaTimingOptions& o
     blocker.emplace(blocker_flags, options.stream,
                     static_cast<std::uint64_t>(std::llround(options.block_timeout_ms * 1e6)));
   }
+  // The event functions are called through kbv_native's GOT: checked (and put back) around the
+  // call, so that a slot the forward redirected cannot record or read a forged time.
+  IntegrityQuickCheck();
   KBV_CUDA_CHECK(cudaEventRecord(start.get(), options.stream));
   nb::object output = fn(index);
+  IntegrityQuickCheck();
   KBV_CUDA_CHECK(cudaEventRecord(end.get(), options.stream));
   if (blocker) blocker->Release();
   SynchronizeEvent(end.get());
@@ -249,6 +254,7 @@ Sample TimeOneCall(const nb::callable& fn, int index, const CudaTimingOptions& o
   // the device (PyTorch's caching allocator disabled) must not happen inside the timed region.
   output.reset();
   float elapsed_ms = 0.0F;
+  IntegrityQuickCheck();
   KBV_CUDA_CHECK(cudaEventElapsedTime(&elapsed_ms, start.get(), end.get()));
   return {elapsed_ms, blocker && blocker->TimedOut()};
 }
@@ -295,6 +301,7 @@ CudaTimingResult TimeCuda(const nb::callable& fn, const CudaTimingOptions& optio
       }
     }
   }
+  IntegrityNote();
   return result;
 }
 

@@ -21,6 +21,7 @@
 #include "native/cpu_timer.h"
 #include "native/gpu_trace.h"
 #include "native/gpu_trace_peak.h"
+#include "native/integrity.h"
 #include "native/nvml_probe.h"
 #include "native/rss.h"
 #include "native/shared_arena.h"
@@ -562,10 +563,18 @@ NB_MODULE(kbv_native, m) {
   using namespace kbv::native;
   m.doc() = "kbv's native timing and memory probes for the Python worker.";
   m.attr("has_cuda") = kHasCuda;
+  // Before anything else can run in this process after the import (native/integrity.h).
+  IntegrityInit();
 
   m.def("time_cpu", &TimeCpu, "fn"_a, "calls"_a, "warmup"_a,
-        "Call fn(i) warmup times untimed, then `calls` more times, each timed on the host's "
-        "steady clock. i counts on from the warm-up. Returns milliseconds, one per timed call.");
+        "Call fn(i) warmup times untimed, then `calls` more times, each timed on the kernel's "
+        "monotonic clock. i counts on from the warm-up. Returns milliseconds, one per timed "
+        "call.");
+
+  m.def("integrity_changes", &IntegrityChanges,
+        "What changed below Python since kbv_native was imported (its GOT slots, the first bytes "
+        "of the functions they lead to and of the clock functions, its own code, the vDSO's), "
+        "one line each, put back where possible; includes what the timing loops noted.");
 
   m.def("time_cuda", &TimeCudaBinding, "fn"_a, "calls"_a, "warmup"_a, "stream"_a,
         "flush_l2"_a = true, "block"_a = true, "block_timeout_ms"_a = 2000.0,

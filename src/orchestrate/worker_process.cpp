@@ -1,6 +1,7 @@
 #include "orchestrate/worker_process.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -214,10 +215,13 @@ void WorkerProcess::send(const nlohmann::json& request, const FdSet& fds) {
     traced_sent_ = std::chrono::system_clock::now();
     traced_sent_steady_ = Clock::now();
   }
+  // Numbered whether or not it can be delivered: an answer must name the request in flight.
+  nlohmann::json message = request;
+  message["seq"] = ++seq_;
+  pending_command_ = request.value("cmd", "");
   if (exited_) return;
   // A worker that died leaves a closed pipe: ignore SIGPIPE and let receive() report it.
   ::signal(SIGPIPE, SIG_IGN);
-  nlohmann::json message = request;
   if (!fds.empty()) {
     message["fds"] = fds.size();
     try {
@@ -336,6 +340,24 @@ Response WorkerProcess::receive_answer(std::chrono::milliseconds timeout) {
     buffer_.clear();
     return r;
   }
+  // The answer must name the request in flight: a line forged on the channel (by the hosted
+  // code, or a process it started) names another, or none, or is followed by the worker's own.
+  const auto seq = message.find("seq");
+  if (seq == message.end() || !seq->is_number_unsigned() || seq->get<std::uint64_t>() != seq_) {
+    if (!forged_) {
+      forged_ = fmt::format(
+          "an answer naming request {} arrived while request {} ({}) was in flight",
+          seq == message.end() ? std::string("none") : seq->dump(), seq_, pending_command_);
+    }
+    kill_group();
+    r.status = Response::Status::Died;
+    r.message = "answered out of turn on its channel (" + *forged_ + ")";
+    r.malformed = true;
+    r.forged = true;
+    r.detail = line->substr(0, 500);
+    buffer_.clear();
+    return r;
+  }
   if (message["ok"].get<bool>()) {
     r.status = Response::Status::Ok;
     r.result = message.value("result", nlohmann::json::object());
@@ -401,18 +423,39 @@ void WorkerProcess::kill_group() {
 }
 
 void WorkerProcess::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  bool exited_when_asked = false;
   if (pid_ > 0 && !exited_) {
     send(worker_request(cmd::kExit));
     for (int i = 0; i < 100; ++i) {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
+        exited_when_asked = true;
         break;
       }
       ::usleep(20000);
     }
   }
   kill_group();  // also ends anything it left running in its group
+  // `exit` has no answer: whatever is left on the channel of a worker that exited when asked
+  // was written by someone other than the worker answering a request. (One killed while it
+  // wrote may leave half an answer; that is not looked at.)
+  if (exited_when_asked && from_worker_ >= 0) {
+    char chunk[65536];
+    for (int reads = 0; reads < 64 && buffer_.size() < kMaxMessageBytes; ++reads) {
+      pollfd p{from_worker_, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) break;
+      ssize_t n = ::read(from_worker_, chunk, sizeof chunk);
+      if (n <= 0) break;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+    if (!forged_ && buffer_.find('\n') != std::string::npos) {
+      forged_ = fmt::format("a line arrived after the last answer asked for: {}",
+                            buffer_.substr(0, std::min<size_t>(buffer_.find('\n'), 200)));
+    }
+  }
   if (to_worker_ >= 0) ::close(to_worker_);
   if (from_worker_ >= 0) ::close(from_worker_);
   if (fd_socket_ >= 0) ::close(fd_socket_);

@@ -52,6 +52,10 @@ struct Response {
   std::string resource;
   // Died: the worker sent a line that is not a message (rather than exiting or closing).
   bool malformed = false;
+  // Died (malformed too): a well-formed answer that names another request than the one in
+  // flight, or none (every request carries a `seq` its answer echoes): a line forged on the
+  // channel, or the worker's own answer after a forged one was taken for it.
+  bool forged = false;
   bool ok() const { return status == Status::Ok; }
 };
 
@@ -82,8 +86,13 @@ class WorkerProcess {
   // What the sandbox achieved in the child (its first line on the channel), with
   // `scratch_quota` as enforced: the sandbox's tmpfs, else this side's watchdog.
   const nlohmann::json& isolation() const { return isolation_; }
-  // Asks the worker to exit, then kills its whole process group if it does not.
+  // Asks the worker to exit, then kills its whole process group if it does not. A worker that
+  // exited when asked has its channel read to the end: a line nobody asked for is forged.
   void stop();
+  // The first line on the channel that was not the worker's answer to the request in flight (an
+  // answer out of turn, or a line after the last answer asked for), described; once stop() has
+  // run, the whole channel has been seen.
+  const std::optional<std::string>& forged() const { return forged_; }
   pid_t pid() const { return pid_; }
   std::string log_tail(size_t bytes = 3000) const;
 
@@ -114,7 +123,11 @@ class WorkerProcess {
   nlohmann::json isolation_ = nlohmann::json::object();
   bool exited_ = false;
   int wait_status_ = 0;
-  bool overlong_ = false;  // a line longer than kMaxMessageBytes arrived: a malformed message
+  bool overlong_ = false;        // a line longer than kMaxMessageBytes arrived: a malformed message
+  std::uint64_t seq_ = 0;        // the last request's number; its answer must echo it
+  std::string pending_command_;  // the last request's command
+  std::optional<std::string> forged_;
+  bool stopped_ = false;
   static constexpr size_t kMaxMessageBytes = 64u << 20;
   std::optional<ScratchQuotaWatch> quota_;
   std::optional<std::string> quota_failure_;

@@ -73,10 +73,19 @@ void build_ahead(const std::vector<const Task*>& tasks, const std::vector<fs::pa
     for (auto it = running.begin(); it != running.end();) {
       bool timed_out = seconds_since(it->started) > settings.limits.compile_timeout.count();
       if (it->worker->ready(std::chrono::milliseconds(50)) || timed_out) {
-        if (!timed_out && it->worker->receive(std::chrono::milliseconds(1000)).ok()) {
-          std::ofstream(it->cache / orchestrate::kBuiltMarker) << "built\n";
+        std::vector<orchestrate::LoadedLibrary> loaded;
+        if (!timed_out) {
+          auto answer = it->worker->receive(std::chrono::milliseconds(1000));
+          if (answer.ok()) {
+            std::ofstream(it->cache / orchestrate::kBuiltMarker) << "built\n";
+            loaded = orchestrate::loaded_libraries(
+                answer.result.value("extension_files", nlohmann::json::object()), it->cache);
+          }
         }
         it->worker->stop();
+        // What it built and loaded, as recorded at the load: an evaluation that loads anything
+        // else from this folder later (a library swapped after the build) is rejected.
+        orchestrate::record_in_manifest(it->cache, loaded);
         built(it->cache, seconds_since(it->started));
         it = running.erase(it);
         ++done;

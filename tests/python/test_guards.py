@@ -99,6 +99,49 @@ def test_snapshot_sees_every_kbv_binding_replaced(guards, module_name, owner_pat
         setattr(owner, attr, original)
 
 
+def test_snapshot_sees_a_swapped_code_object(guards):
+    """A function's body replaced in place keeps its identity (T4 code object: the zoo's
+    t4_code_object_swap.py): the code, defaults and closure are part of the snapshot."""
+    import kbv.timing
+
+    snapshot = guards.HarnessSnapshot()
+    target = kbv.timing.time_calls
+    code, defaults = target.__code__, target.__defaults__
+
+    def fake(call, device, calls, warmup, steady=False):
+        return {"samples_ms": [0.0] * calls}
+
+    target.__code__ = fake.__code__
+    target.__defaults__ = (True,)
+    try:
+        changed = snapshot.check()
+        assert "kbv.timing.time_calls.__code__" in changed, changed
+        assert "kbv.timing.time_calls.__defaults__" in changed, changed
+        assert target.__code__ is code and target.__defaults__ is defaults
+        assert snapshot.check() == []
+    finally:
+        target.__code__, target.__defaults__ = code, defaults
+
+
+def test_snapshot_sees_the_channels_serializer_replaced(guards):
+    """What the worker's answers go through: json.dumps (rewriting every answer after kbv
+    composed it) and os.write."""
+    import json
+
+    import kbv.channel  # noqa: F401
+
+    snapshot = guards.HarnessSnapshot()
+    dumps, write = json.dumps, os.write
+    json.dumps = lambda *a, **k: "{}"
+    os.write = lambda fd, data: len(data)
+    try:
+        changed = snapshot.check()
+        assert "json.dumps" in changed and "os.write" in changed, changed
+        assert json.dumps is dumps and os.write is write
+    finally:
+        json.dumps, os.write = dumps, write
+
+
 def test_snapshot_is_quiet_when_nothing_is_touched(guards):
     import kbv.candidate  # noqa: F401
 
@@ -154,6 +197,35 @@ def test_watch_flags_output_finished_by_a_thread(guards):
 
     report = _watch(guards, forward)
     assert report["threads_left_running"] == ["late"]
+    assert report["outputs_changed_after_return"] == [0]
+
+
+def test_watch_flags_a_copy_written_after_return(guards):
+    """A thread that writes what it computed after the return into both the returned tensor
+    and the harness's copy of it (the zoo's e1_poison_output_slot.py): the outputs still agree,
+    the copy is not what it was at return."""
+    x = torch.randn(4096)
+    copies: list[torch.Tensor] = []
+
+    def snapshot(outputs):
+        copies[:] = [o.detach().clone() for o in outputs]
+        return list(copies)
+
+    def forward():
+        out = torch.full_like(x, float("nan"))
+
+        def work():
+            time.sleep(0.01)
+            result = torch.relu(x)
+            for c in copies:
+                c.copy_(result)
+            out.copy_(result)
+
+        threading.Thread(target=work, name="late-writer").start()
+        return out
+
+    report = guards.guarded_call(forward, lambda r: [r], lambda: None, snapshot)[3]
+    assert report["copies_rewritten_after_return"] == [0]
     assert report["outputs_changed_after_return"] == [0]
 
 

@@ -224,15 +224,17 @@ def test_answers_the_candidate_forges_on_its_channel_stay_its_verdict(
 ):
     """The candidate's process can write anything on its own channel: a forged internal_error
     naming a full disk (on a disk with room), or a result kbv cannot read, never make a harness
-    fault: its runtime_error."""
+    fault. Such a line names no request (every answer echoes its request's `seq`), so it is
+    forged: the candidate is rejected `channel_forged`, the line's words are not taken."""
     forger = write(tmp_path / "forger.py", FORGED_ANSWER.replace("ANSWER", repr(answer)))
     done = subprocess.run(
         kbv_eval(tmp_path, cache_dir, RELU, forger), capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
     result = result_of(tmp_path)
-    assert result["verdict"] == "runtime_error", result["reason"]
-    assert says in result["reason"]
+    assert result["verdict"] == "rejected", result["reason"]
+    assert "channel_forged" in {f["id"] for f in result["flags"] if f["severity"] == "reject"}
+    assert says not in result["reason"]
     assert "harness_fault" not in result
 
 

@@ -86,3 +86,44 @@ def test_static_scan_ids_are_catalogued_flags():
     for finding, (severity, _meaning) in scan.FINDINGS.items():
         assert finding in catalogue, f"scan finding {finding} is not in the flag catalogue"
         assert severity in catalogue[finding], finding
+
+
+# -- the channel's turns (python/kbv/channel.py, worker.py) -------------------------------------
+def test_every_answer_names_its_request_and_goes_through_a_private_descriptor(tmp_path):
+    """The worker echoes each request's `seq` (ok, error and unknown-command answers alike) and
+    writes through a copy of its answer descriptor made at start: pointing the descriptor it
+    was handed (--out) elsewhere, as a forger that swallows the real answer would, changes
+    nothing."""
+    import json
+    import os
+
+    from kbv import worker
+    from kbv.channel import Channel
+    from kbv.loading import WorkerError
+
+    class Role:
+        def cmd_ok(self, request):
+            return {"fine": True}
+
+        def cmd_fail(self, request):
+            raise WorkerError("runtime_error", "no")
+
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    channel = Channel(to_r, from_w)
+    junk_r, junk_w = os.pipe()
+    os.dup2(junk_w, from_w)  # the named descriptor now leads elsewhere
+    for seq, cmd in ((1, "ok"), (2, "fail"), (3, "nope")):
+        os.write(to_w, (json.dumps({"cmd": cmd, "seq": seq}) + "\n").encode())
+    os.write(to_w, b'{"cmd": "exit", "seq": 4}\n')
+    worker.serve(Role(), channel)
+    answers = [json.loads(line) for line in os.read(from_r, 1 << 16).decode().splitlines()]
+    assert [a["seq"] for a in answers] == [1, 2, 3]
+    assert [a["ok"] for a in answers] == [True, False, False]
+    os.set_blocking(junk_r, False)
+    try:
+        assert os.read(junk_r, 100) == b""
+    except BlockingIOError:
+        pass  # nothing was written there
+    for fd in (to_w, from_r, from_w, junk_r, junk_w):
+        os.close(fd)
