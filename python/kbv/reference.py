@@ -89,6 +89,8 @@ class ReferenceRole:
         self.timing_judged: list[list[torch.Tensor]] = []
         self.timing_cases: list[str] = []
         self.first_sample: torch.Tensor | None = None
+        self._draw_peak_carried = 0  # the device peak of the draw in progress, before the
+        self._forward_peak = 0  # TF32 forward's own peak was measured (both per draw)
 
     # -- the problem --------------------------------------------------------------------------
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -411,6 +413,8 @@ class ReferenceRole:
         family, draw, redraw_names, perturb = key[0], key[1], set(key[2]), key[3]
         started = time.monotonic()
         _reset_peak(self.device)
+        self._draw_peak_carried = 0
+        self._forward_peak = 0
         note = None
         gen = torch.Generator(device=self.device)
         gen.manual_seed(families.derive_seed(secret, "state", family, draw))
@@ -492,7 +496,8 @@ class ReferenceRole:
             "inputs": block.layout["nbytes"],
             "state": state_block.layout["nbytes"] if state_block is not None else 0,
             "judged": sum(shared.nbytes(t) for t in case.judged),
-            "draw_peak": _peak(self.device),
+            "draw_peak": max(_peak(self.device), self._draw_peak_carried),
+            "forward_peak": self._forward_peak,
         }
         figures["draw_seconds"] = time.monotonic() - started
         # Where the draw's time went (each phase ends in a host read of a device figure, so
@@ -544,7 +549,14 @@ class ReferenceRole:
 
         mark = time.monotonic()
         numerics.set_tf32(True)
+        # The TF32 forward's own peak (its intermediates and outputs): a candidate's process
+        # needs about that much beside the cases, and keeps it cached after its call (the memory
+        # plan's working bytes). The draw's peak so far is carried over the counter's reset.
+        self._draw_peak_carried = max(self._draw_peak_carried, _peak(self.device))
+        allocated_before = _allocated(self.device)
+        _reset_peak(self.device)
         tf32, structure = hosting.as_outputs(hosting.forward(self.model, inputs, self.device))
+        self._forward_peak = max(self._forward_peak, _peak(self.device) - allocated_before)
         _require_tensors(tf32)
         aliases = any(
             hosting.shares_storage(o, x) for o in tf32 for x in inputs if torch.is_tensor(x)
@@ -852,6 +864,10 @@ def _reset_peak(device: torch.device) -> None:
 
 def _peak(device: torch.device) -> int:
     return int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
+
+
+def _allocated(device: torch.device) -> int:
+    return int(torch.cuda.memory_allocated(device)) if device.type == "cuda" else 0
 
 
 def _release_cached(device: torch.device) -> None:

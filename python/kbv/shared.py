@@ -126,6 +126,12 @@ def allocate(like: list[Any] | dict[str, Any], device: torch.device, copy: bool 
         for target, value in zip(block.values, values, strict=True):
             if _is_tensor(value):
                 target.copy_(value)
+        # The copies run on this process's stream; another process that maps the block sees
+        # none of its ordering. A block is handed over complete: without this wait a candidate
+        # given a fresh 17 GB copy (the determinism re-check at KernelBench's sizes) read it
+        # half-written and was rejected `nondeterministic` (H200, session 11).
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
     return block
 
 

@@ -32,9 +32,11 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
   plan.timing_sets = std::clamp(static_cast<int>(std::floor(share / timing_set_bytes)), 1,
                                 std::max(1, f.timing_sets_wanted));
   // What one evaluation holds at its peak: the reference drawing a case (its peak includes the
-  // case it keeps), and the candidate's process holding a case's worth beside it (its outputs,
-  // the slot, what its allocator keeps cached after a forward as large as the reference's).
-  plan.working_bytes = f.draw_peak_bytes + case_bytes + f.output_bytes;
+  // case it keeps), and the candidate's process beside it: a case's worth (the slot, the
+  // outputs it judges), its own model, and what its allocator keeps cached after a forward as
+  // large as the reference's (an attention problem's 8 GB of scores, not only its outputs).
+  plan.working_bytes = f.draw_peak_bytes + case_bytes +
+                       std::max(f.output_bytes, f.forward_peak_bytes) + f.model_bytes;
   plan.alone = f.device && evaluations > 1 && plan.working_bytes > f.total_bytes * kReservableShare;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   if (plan.cached_cases >= f.cases) {
@@ -59,7 +61,7 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
 }
 
 double working_bytes_before_drawing(double input_bytes, double state_bytes) {
-  return kWorkingFactor * (input_bytes + state_bytes);
+  return kWorkingFactor * input_bytes + kStateWorkingFactor * state_bytes;
 }
 
 bool needs_device_alone(double input_bytes, double state_bytes, double device_bytes,

@@ -18,6 +18,8 @@ struct MemoryFacts {
   double judged_bytes = 0;     // of those, the outputs it is judged by (a timing set keeps its own)
   double output_bytes = 0;     // the candidate's outputs (the slot)
   double draw_peak_bytes = 0;  // the reference's device peak while drawing one case
+  double forward_peak_bytes = 0;  // of that, its TF32 forward's own (intermediates, outputs)
+  double model_bytes = 0;         // the model's parameters and buffers (the candidate has its own)
   int cases = 0;               // hidden cases of the protocol
   int timing_sets_wanted = 4;
   int evaluations_per_device = 1;
@@ -55,6 +57,10 @@ MemoryPlan plan_memory(const MemoryFacts& facts);
 // outputs: about 8x the inputs in all. On the H200 with four evaluations side by side, two such
 // problems at once ran the device out of memory (session 9, call 2).
 inline constexpr double kWorkingFactor = 8.0;
+// The state (parameters) weighs more: the reference's model, its float64 copy (2x), a redrawn
+// state block and its float64 (3x), the candidate's own model: 2_ShallowWideMLP (8.6 GB of
+// weights) had 68.7 GB in its reference process alone when it ran out (session 11).
+inline constexpr double kStateWorkingFactor = 10.0;
 double working_bytes_before_drawing(double input_bytes, double state_bytes);
 bool needs_device_alone(double input_bytes, double state_bytes, double device_bytes,
                         int evaluations_per_device);

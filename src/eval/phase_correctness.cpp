@@ -134,7 +134,7 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
     side.cases.unpin(pinned);
   };
 
-  auto repeated = run(a, "repeat", {.fresh = true, .keep = true});
+  auto repeated = run(a, "repeat", {.fresh = true, .keep = true, .reuse = {}});
   if (!repeated) return finish(), out;
   const json first = side.cases.remembered(a_id);
   bool bitwise = !first.empty() && first == repeated->slot_checksums;
@@ -159,7 +159,7 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
                                   b_id, in_reused->outputs.reason, b_id));
   }
 
-  auto fresh = run(a, "fresh-buffers", {.fresh = true});
+  auto fresh = run(a, "fresh-buffers", {.fresh = true, .reuse = {}});
   if (!fresh) return finish(), out;
   out.record["reused_values_in_fresh_buffers"] = {{"case", a["id"]},
                                                   {"passed", fresh->outputs.passed}};

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -274,6 +275,11 @@ class DeviceThread {
                                   result.harness_fault->kind == FaultKind::OutOfMemory;
     if (shared_device_ && (result.verdict == Verdict::RuntimeError ||
                            result.verdict == Verdict::Timeout || reference_memory)) {
+      // Alone means the device's memory too: the gate only stops the others' calls, while
+      // their cases and allocator caches stay on the device (a retried attention problem ran
+      // out of memory again with 6 GB free, session 11). Every reservation is waited out first
+      // (the others finish their evaluations meanwhile), then the gate is taken.
+      auto all_memory = gate_->memory().reserve(std::numeric_limits<double>::infinity());
       auto alone = gate_->exclusive();
       EvalRequest solo = eval;
       solo.placement.gate = nullptr;

@@ -100,10 +100,39 @@ namespace {
 TEST(MemoryPlan, InputsAloneSayWhenAProblemMustHaveTheDeviceToItself) {
   // 19_ReLU's 6.4 GB of inputs need about 51 GB at their peak: more than a quarter of an H200.
   EXPECT_TRUE(needs_device_alone(6.4e9, 0, 141e9, 4));
-  EXPECT_DOUBLE_EQ(working_bytes_before_drawing(6.4e9, 0.1e9), 8 * 6.5e9);
+  EXPECT_DOUBLE_EQ(working_bytes_before_drawing(6.4e9, 0.1e9), 8 * 6.4e9 + 10 * 0.1e9);
   EXPECT_FALSE(needs_device_alone(6.4e9, 0, 141e9, 1));  // nobody else there
   EXPECT_FALSE(needs_device_alone(0.5e9, 0.1e9, 141e9, 4));
   EXPECT_FALSE(needs_device_alone(6.4e9, 0, 0, 4));  // no device figure: the host
+}
+
+}  // namespace
+}  // namespace kbv::eval
+
+namespace kbv::eval {
+namespace {
+
+TEST(MemoryPlan, WeightsWeighMoreThanInputsBeforeDrawing) {
+  // 2_ShallowWideMLP: 8 MB in, 8.6 GB of weights; its reference process alone held 68.7 GB
+  // when it ran out of memory beside five others (session 11). 10x its weights is more than
+  // half an H200: it has the device's memory to itself from the start, not after a failure.
+  EXPECT_TRUE(needs_device_alone(8.4e6, 8.6e9, 141e9, 2));
+  EXPECT_GT(working_bytes_before_drawing(8.4e6, 8.6e9), 0.5 * 141e9);
+}
+
+TEST(MemoryPlan, TheCandidatesForwardAndModelAreReservedBesideTheDraw) {
+  // 31_VisionAttention: 17 MB in and out, but a forward holds 8.6 GB of attention scores; the
+  // candidate's process keeps that cached beside the reference's cases. Reserving only the
+  // outputs beside the draw let six evaluations run the device out of memory (session 11).
+  auto f = h200(0.034 * GB, 0.017 * GB, 6);
+  f.draw_peak_bytes = 26 * GB;
+  f.forward_peak_bytes = 8.6 * GB;
+  f.model_bytes = 0.0003 * GB;
+  auto plan = plan_memory(f);
+  EXPECT_DOUBLE_EQ(plan.working_bytes, 26 * GB + 0.034 * GB + 8.6 * GB + 0.0003 * GB);
+  // A forward that allocates nothing beyond its outputs reserves its outputs.
+  f.forward_peak_bytes = 0.01 * GB;
+  EXPECT_DOUBLE_EQ(plan_memory(f).working_bytes, 26 * GB + 0.034 * GB + 0.017 * GB + 0.0003 * GB);
 }
 
 }  // namespace

@@ -679,3 +679,22 @@ def test_gpu_checksum_of_a_multi_gigabyte_buffer():
     assert kn.checksum(data.data_ptr(), nbytes, 0, key + 1) != device
     del data, host_copy
     torch.cuda.empty_cache()
+
+
+@needs_gpu
+def test_gpu_a_block_made_with_values_is_complete_when_handed_over():
+    """Another process that maps a block sees none of this stream's ordering: `allocate`
+    returns only once its copies are done. Queued behind a 50 ms device sleep, the copy would
+    still be pending at return without the wait (a fresh 17 GB copy read half-written by a
+    candidate was a `nondeterministic` reject, session 11)."""
+    from kbv import shared
+
+    values = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda._sleep(100_000_000)  # about 50 ms of device time on the current stream
+    block = shared.allocate([values], torch.device("cuda", 0))
+    try:
+        assert torch.cuda.current_stream().query()
+        assert torch.equal(block.as_list()[0], values)
+    finally:
+        block.close()
