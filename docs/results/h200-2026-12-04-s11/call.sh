@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 11 device calls (H200). Usage:
 #   docs/results/h200-2026-12-04-s11/call.sh NAME END_S [CANDS] [KB_BASELINE]
-# CANDS=1: first `kbv run` (verified, default draws) of the hand-written KernelBench candidates
+# TESTS='files': those pytest files first (GPU tests). CANDS=1 (or a regex of file names):
+# first `kbv run` (verified, default draws) of the hand-written KernelBench candidates
 #   (examples/kernelbench, 16 level-1 problems at their own sizes) against .kb, with the disk in
 #   use sampled every 0.5 s (with and without the build cache).
 # Then `kbv audit` over KernelBench levels 1-3 (.kb, 423217d), resumed from .kbrun/audit.sqlite,
@@ -33,12 +34,23 @@ sampler=$!
 ( while true; do nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader \
     >> $LOG/gpu_samples.csv 2>/dev/null; sleep 2; done ) &
 gpu_sampler=$!
-if [ "$CANDS" = 1 ]; then
-  c0=$(date +%s)
-  timeout $(( $(left) - 30 )) build/kbv run --problems .kb --candidates examples/kernelbench \
+if [ -n "${TESTS:-}" ]; then  # TESTS: pytest files to run first (GPU tests)
+  KBV_NATIVE_DIR=$PWD/build timeout 200 python3 -m pytest -q $TESTS > $LOG/tests.txt 2>&1
+  say "tests rc=$?: $(tail -1 $LOG/tests.txt)"
+fi
+if [ "$CANDS" != 0 ]; then  # 1: every candidate; otherwise a regex of their file names
+  c0=$(date +%s); cands=examples/kernelbench
+  if [ "$CANDS" != 1 ]; then
+    cands=/tmp/$NAME-cands; mkdir -p $cands/level1
+    for f in examples/kernelbench/level1/*.py; do
+      basename "$f" | grep -qE "$CANDS" && cp "$f" $cands/level1/
+    done
+  fi
+  timeout $(( $(left) - 30 )) build/kbv run --problems .kb --candidates $cands \
     --device cuda --db $LOG/cands.sqlite > $LOG/cands.txt 2>&1
   say "kbv run (KernelBench candidates) rc=$? in $(( $(date +%s) - c0 )) s; disk peak (all, without the build cache) $(cat $LOG/disk_peak_bytes.txt)"
-  build/kbv report --db $LOG/cands.sqlite > $LOG/cands_report.md 2>&1
+  python3 -c "import sqlite3,sys; [print(*r, sep=' | ') for r in sqlite3.connect(sys.argv[1]).execute('select problem, verdict, reason from results')]" \
+    $LOG/cands.sqlite > $LOG/cands_verdicts.txt 2>&1
 fi
 if [ "$KB" = 1 ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
