@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -109,6 +108,14 @@ WorkList work_left(const std::vector<Task>& found, const store::Store& db,
   return work;
 }
 
+// A task to evaluate again with the device to itself once the run's other evaluations are done.
+struct DeferredRetry {
+  size_t index;
+  std::string device;
+  std::string first_attempt;  // its verdict and reason, for the evaluated_alone flag
+  double built_in = 0;        // its build ahead's seconds
+};
+
 // What the device threads of one run share. Everything but the gates, the build board and the
 // store (each guarded by itself) is under `lock`.
 struct SharedRun {
@@ -126,6 +133,7 @@ struct SharedRun {
   std::set<fs::path> broken_problems;
   std::set<fs::path> compile_counted;  // a build shared by identical files counts once
   std::set<std::string> unhealthy;     // devices that failed a health check
+  std::vector<DeferredRetry> deferred;  // first attempts that failed on a shared device
   size_t finished = 0;
 
   SharedRun(const SuiteRequest& r, const WorkList& w, BuildBoard& b, store::Store& d,
@@ -264,60 +272,82 @@ class DeviceThread {
   }
 
   // A failure while other evaluations shared the device may be theirs (device memory taken, a
-  // hang slowing every context): the candidate is evaluated again with the device to itself, and
-  // that verdict stands.
-  Result evaluate_with_retry(EvalRequest& eval) {
-    Result result = eval::evaluate(eval);
-    eval.placement.prestarted.reset();  // the evaluation stopped it; this frees its folder now
-    // The reference out of device memory while others shared the device is retried alone too:
-    // their cases and workers held the memory (KernelBench's largest problems at their sizes).
+  // hang slowing every context), and so may the reference running out of device memory (their
+  // cases and workers held it: KernelBench's largest problems at their sizes).
+  bool needs_retry_alone(const Result& result) const {
+    if (!shared_device_) return false;
     const bool reference_memory = result.verdict == Verdict::HarnessError && result.harness_fault &&
                                   result.harness_fault->kind == FaultKind::OutOfMemory;
-    if (shared_device_ && (result.verdict == Verdict::RuntimeError ||
-                           result.verdict == Verdict::Timeout || reference_memory)) {
-      // Alone means the device's memory too: the gate only stops the others' calls, while
-      // their cases and allocator caches stay on the device (a retried attention problem ran
-      // out of memory again with 6 GB free, session 11). Every reservation is waited out first
-      // (the others finish their evaluations meanwhile), then the gate is taken.
-      auto all_memory = gate_->memory().reserve(std::numeric_limits<double>::infinity());
-      auto alone = gate_->exclusive();
-      EvalRequest solo = eval;
-      solo.placement.gate = nullptr;
-      solo.placement.prestarted = nullptr;
-      std::string first =
-          fmt::format("{}: {}", to_string(result.verdict), judge::first_line(result.reason));
-      result = eval::evaluate(solo);
-      result.add_flag("evaluated_alone", Severity::Info,
-                      fmt::format("with the device shared the first attempt ended {}; this "
-                                  "verdict is from a second attempt with the device alone",
-                                  first));
-    }
-    return result;
+    return result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout ||
+           reference_memory;
   }
 
+  // The evaluation; nullopt when the problem is broken (recorded once, nothing stored: a rerun
+  // retries it).
+  std::optional<Result> evaluate_guarded(size_t i, EvalRequest& eval) {
+    const auto& problem = eval.problem;
+    try {
+      Result result = eval::evaluate(eval);
+      eval.placement.prestarted.reset();  // the evaluation stopped it; this frees its folder now
+      return result;
+    } catch (const eval::UsageError& error) {
+      std::lock_guard guard(run_.lock);
+      if (run_.broken_problems.insert(problem).second) {
+        run_.summary.broken_problems.push_back({problem, error.what()});
+        run_.log(fmt::format("problem {} cannot be evaluated: {}", problem.string(), error.what()));
+      }
+      return std::nullopt;
+    } catch (const std::exception& error) {
+      // The evaluator turns faults inside an evaluation into harness_error results itself; this
+      // is one outside it (the gate, the ledger). The same outcome: stored, the run goes on.
+      return harness_error_result(task(i), judge::classify_exception(error, "evaluating the task"));
+    }
+  }
+
+ public:
+  // A task whose first attempt failed with the device shared, evaluated again once every
+  // evaluation thread of the run has finished: the device and all of its memory to itself.
+  // (The gate alone stops the others' calls, not their cases and allocator caches: a retried
+  // attention problem ran out of memory again with 7 GB of the H200 free, session 11.)
+  void evaluate_alone(const DeferredRetry& deferred) {
+    EvalRequest eval = request_for(deferred.index);
+    eval.placement.gate = nullptr;
+    eval.placement.evaluations_per_device = 1;
+    auto result = evaluate_guarded(deferred.index, eval);
+    if (!result) return;
+    result->add_flag("evaluated_alone", Severity::Info,
+                     fmt::format("with the device shared the first attempt ended {}; this verdict "
+                                 "is from a second attempt after the run's other evaluations, "
+                                 "with the device and its memory to itself",
+                                 deferred.first_attempt));
+    record(deferred.index, std::move(*result), deferred.built_in);
+  }
+
+ private:
   // False when the device failed its health check (this thread stops).
   bool evaluate_and_store(size_t i, std::shared_ptr<CandidateWorker> ahead) {
     const auto& t = task(i);
     double built_in = run_.builds.wait(run_.work.caches[i]);
     EvalRequest eval = request_for(i);
     eval.placement.prestarted = std::move(ahead);
-    Result result;
-    try {
-      result = evaluate_with_retry(eval);
-    } catch (const eval::UsageError& error) {
-      // A broken problem is no candidate's fault: nothing is stored, a rerun retries it.
+    auto result = evaluate_guarded(i, eval);
+    if (!result) return true;
+    if (needs_retry_alone(*result)) {
       std::lock_guard guard(run_.lock);
-      if (run_.broken_problems.insert(t.problem.path).second) {
-        run_.summary.broken_problems.push_back({t.problem.path, error.what()});
-        run_.log(fmt::format("problem {} cannot be evaluated: {}", t.problem.path.string(),
-                             error.what()));
-      }
+      const std::string first =
+          fmt::format("{}: {}", to_string(result->verdict), judge::first_line(result->reason));
+      run_.deferred.push_back({i, device_, first, built_in});
+      run_.log(fmt::format("{} {} on {}: {}; evaluated again alone once the others are done",
+                           t.candidate.run, t.candidate.path.filename().string(), device_, first));
       return true;
-    } catch (const std::exception& error) {
-      // The evaluator turns faults inside an evaluation into harness_error results itself; this
-      // is one outside it (the retry, the gate). The same outcome: stored, the run goes on.
-      result = harness_error_result(t, judge::classify_exception(error, "evaluating the task"));
     }
+    return record(i, std::move(*result), built_in);
+  }
+
+  // Stores a task's result, counts it and reports it; false when the device failed its health
+  // check after it.
+  bool record(size_t i, Result result, double built_in) {
+    const auto& t = task(i);
     {
       // The build ahead of evaluation is this result's compile time too.
       std::lock_guard guard(run_.lock);
@@ -479,6 +509,16 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   std::vector<std::thread> threads;
   for (const auto& device : run.threads_on) threads.emplace_back(DeviceThread(run, device));
   for (auto& t : threads) t.join();
+  // Every worker of the run has ended: the device's memory is all the retry's. Nothing was
+  // stored for these tasks, so a run stopped before this point evaluates them again on resume.
+  for (const auto& deferred : run.deferred) {
+    if (run.unhealthy.count(deferred.device)) {
+      log(fmt::format("{} is not evaluated again: {} failed its health check; a rerun does",
+                      work.tasks[deferred.index]->candidate.path.string(), deferred.device));
+      continue;
+    }
+    DeviceThread(run, deferred.device).evaluate_alone(deferred);
+  }
   builder.join();
   summary.evaluation_seconds = seconds_since(run.started);
   return summary;

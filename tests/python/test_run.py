@@ -215,6 +215,11 @@ def test_several_evaluations_per_device_give_the_same_verdicts(tmp_path, cache_d
     assert correct and all(r["speedup"].get("vs_tf32") for r in correct)
     (hang,) = by_verdict["timeout"]
     assert "evaluated_alone" in {f["id"] for f in hang["flags"]}
+    # Evaluated again once every other evaluation was done (their memory gone from the device):
+    # its result is the last one stored.
+    with sqlite3.connect(three) as con:
+        last = con.execute("SELECT result_json FROM results ORDER BY finished_at DESC").fetchone()
+    assert json.loads(last[0])["verdict"] == "timeout"
     assert all(
         "evaluated_alone" not in {f["id"] for f in r["flags"]} for r in by_verdict["correct"]
     )
