@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -134,6 +135,9 @@ struct SharedRun {
   std::set<fs::path> compile_counted;  // a build shared by identical files counts once
   std::set<std::string> unhealthy;     // devices that failed a health check
   std::vector<DeferredRetry> deferred;  // first attempts that failed on a shared device
+  std::map<std::string, int> busy;      // evaluations running, per device
+  std::set<std::string> retrying;       // devices running their deferred retries alone
+  std::condition_variable changed;      // busy, deferred or retrying changed
   size_t finished = 0;
 
   SharedRun(const SuiteRequest& r, const WorkList& w, BuildBoard& b, store::Store& d,
@@ -160,8 +164,17 @@ class DeviceThread {
         shared_device_(evaluations_on_device_ > 1) {}
 
   void operator()() {
-    while (auto task = take()) {
-      if (!evaluate_and_store(task->index, std::move(task->ahead))) return;
+    while (true) {
+      run_waiting_retries();
+      auto task = take();
+      if (!task && waits_for_retries_) continue;  // a retry came first: wait for it
+      if (!task) return;
+      const bool healthy = evaluate_and_store(task->index, std::move(task->ahead));
+      {
+        std::lock_guard guard(run_.lock);
+        if (--run_.busy[device_] == 0) run_.changed.notify_all();
+      }
+      if (!healthy) return;
     }
   }
 
@@ -200,6 +213,10 @@ class DeviceThread {
     std::shared_ptr<CandidateWorker> dropped;
     {
       std::lock_guard guard(run_.lock);
+      // Checked under the same lock as the retrier's count of running evaluations, so no task
+      // starts beside a retry that has the device alone.
+      waits_for_retries_ = retries_pending();
+      if (waits_for_retries_) return std::nullopt;
       while (!taken) {
         if (run_.unhealthy.count(device_)) {
           leave();
@@ -225,6 +242,7 @@ class DeviceThread {
         next_ = run_.picker.pick(current_, run_.broken_problems, built, /*reserve=*/true);
         if (next_) current_ = task(*next_).problem.path;
         taken = Taken{*picked, std::move(ahead)};
+        ++run_.busy[device_];
       }
     }
     start_ahead(taken->index);
@@ -305,6 +323,48 @@ class DeviceThread {
   }
 
  public:
+  // A retry waiting for the device alone goes before any new task: this thread lets its kept
+  // reference work go (its cases are on the device) and waits until no evaluation on the device
+  // runs; the last to stop runs the retries, then every thread goes on. So a failure costs one
+  // drain of the device, however long the run.
+  void run_waiting_retries() {
+    std::unique_lock lock(run_.lock);
+    auto pending = [&] {
+      return std::any_of(run_.deferred.begin(), run_.deferred.end(),
+                         [&](const DeferredRetry& d) { return d.device == device_; });
+    };
+    if (!retries_pending()) return;
+    lock.unlock();
+    let_kept_work_go();
+    lock.lock();
+    while (retries_pending()) {
+      if (pending() && !run_.retrying.count(device_) && run_.busy[device_] == 0) {
+        std::vector<DeferredRetry> mine;
+        std::erase_if(run_.deferred, [&](const DeferredRetry& d) {
+          if (d.device != device_) return false;
+          mine.push_back(d);
+          return true;
+        });
+        run_.retrying.insert(device_);
+        lock.unlock();
+        for (const auto& d : mine) evaluate_alone(d);
+        let_kept_work_go();
+        lock.lock();
+        run_.retrying.erase(device_);
+        run_.changed.notify_all();
+      } else {
+        run_.changed.wait(lock);
+      }
+    }
+  }
+
+  // Under run_.lock: a retry of this device waits for it, or runs.
+  bool retries_pending() const {
+    return run_.retrying.count(device_) > 0 ||
+           std::any_of(run_.deferred.begin(), run_.deferred.end(),
+                       [&](const DeferredRetry& d) { return d.device == device_; });
+  }
+
   // A task whose first attempt failed with the device shared, evaluated again once every
   // evaluation thread of the run has finished: the device and all of its memory to itself.
   // (The gate alone stops the others' calls, not their cases and allocator caches: a retried
@@ -324,6 +384,14 @@ class DeviceThread {
   }
 
  private:
+  // The reference sessions this thread keeps (the current problem's cases, the next problem's
+  // drawn ahead) and its next candidate's worker: stopped, so that their device memory is free.
+  void let_kept_work_go() {
+    reference_.session.reset();
+    reference_.ahead.clear();
+    next_worker_.reset();
+  }
+
   // False when the device failed its health check (this thread stops).
   bool evaluate_and_store(size_t i, std::shared_ptr<CandidateWorker> ahead) {
     const auto& t = task(i);
@@ -418,6 +486,7 @@ class DeviceThread {
   // The thread's next task, reserved when the current one starts, and its candidate's worker.
   std::optional<size_t> next_;
   std::shared_ptr<CandidateWorker> next_worker_;
+  bool waits_for_retries_ = false;  // take() found a retry to wait for
 };
 
 }  // namespace
@@ -509,8 +578,9 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   std::vector<std::thread> threads;
   for (const auto& device : run.threads_on) threads.emplace_back(DeviceThread(run, device));
   for (auto& t : threads) t.join();
-  // Every worker of the run has ended: the device's memory is all the retry's. Nothing was
-  // stored for these tasks, so a run stopped before this point evaluates them again on resume.
+  // Retries deferred by the last evaluations (no thread was left to run them). Every worker of
+  // the run has ended: the device's memory is all the retry's. Nothing was stored for these
+  // tasks, so a run stopped before a retry evaluates them again on resume.
   for (const auto& deferred : run.deferred) {
     if (run.unhealthy.count(deferred.device)) {
       log(fmt::format("{} is not evaluated again: {} failed its health check; a rerun does",

@@ -3,6 +3,7 @@ resume after completion and after kill -9, and the export formats."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import shutil
 import signal
@@ -215,11 +216,17 @@ def test_several_evaluations_per_device_give_the_same_verdicts(tmp_path, cache_d
     assert correct and all(r["speedup"].get("vs_tf32") for r in correct)
     (hang,) = by_verdict["timeout"]
     assert "evaluated_alone" in {f["id"] for f in hang["flags"]}
-    # Evaluated again once every other evaluation was done (their memory gone from the device):
-    # its result is the last one stored.
+    # Evaluated again with no other evaluation running (their memory gone from the device): no
+    # other result was stored while the second attempt ran (finished_at has 1 s resolution).
     with sqlite3.connect(three) as con:
-        last = con.execute("SELECT result_json FROM results ORDER BY finished_at DESC").fetchone()
-    assert json.loads(last[0])["verdict"] == "timeout"
+        stored = {
+            json.loads(r)["candidate"]["path"]: datetime.datetime.fromisoformat(t).timestamp()
+            for r, t in con.execute("SELECT result_json, finished_at FROM results")
+        }
+    hang_end = stored.pop(hang["candidate"]["path"])
+    hang_start = hang_end - hang["durations_s"]["total"]
+    assert hang["durations_s"]["total"] > 3
+    assert not [t for t in stored.values() if hang_start + 1 < t < hang_end - 1]
     assert all(
         "evaluated_alone" not in {f["id"] for f in r["flags"]} for r in by_verdict["correct"]
     )
