@@ -20,7 +20,7 @@ struct MemoryFacts {
   double draw_peak_bytes = 0;  // the reference's device peak while drawing one case
   double forward_peak_bytes = 0;  // of that, its TF32 forward's own (intermediates, outputs)
   double model_bytes = 0;         // the model's parameters and buffers (the candidate has its own)
-  int cases = 0;               // hidden cases of the protocol
+  int cases = 0;                  // hidden cases of the protocol
   int timing_sets_wanted = 4;
   int evaluations_per_device = 1;
 };

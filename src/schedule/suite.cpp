@@ -132,8 +132,8 @@ struct SharedRun {
   std::mutex lock;
   TaskPicker picker;
   std::set<fs::path> broken_problems;
-  std::set<fs::path> compile_counted;  // a build shared by identical files counts once
-  std::set<std::string> unhealthy;     // devices that failed a health check
+  std::set<fs::path> compile_counted;   // a build shared by identical files counts once
+  std::set<std::string> unhealthy;      // devices that failed a health check
   std::vector<DeferredRetry> deferred;  // first attempts that failed on a shared device
   std::map<std::string, int> busy;      // evaluations running, per device
   std::set<std::string> retrying;       // devices running their deferred retries alone
