@@ -63,6 +63,16 @@ if [ "$KB" = 1 ]; then
   say "KernelBench baseline rc=$? in $(( $(date +%s) - b0 )) s; $(wc -l < $LOG/kb_baseline.jsonl) problems in all"
 elif [ "$(left)" -gt 40 ]; then
   [ -f .kbrun/audit.sqlite ] && cp .kbrun/audit.sqlite $LOG/audit.sqlite
+  if [ -n "${AUDIT_FIRST:-}" ]; then  # a regex of level/file paths audited first, on their own
+    for f in $(cd .kb && ls level*/*.py | grep -E "$AUDIT_FIRST"); do
+      mkdir -p /tmp/$NAME-first/$(dirname $f) && cp .kb/$f /tmp/$NAME-first/$f
+    done
+    f0=$(date +%s)
+    KBV_TRACE_CALLS=$LOG/trace_first.jsonl timeout $(( $(left) - 15 )) build/kbv audit \
+      --problems /tmp/$NAME-first --device cuda --workers-per-device ${WORKERS:-6} \
+      --db $LOG/audit.sqlite --out $LOG/audit_first.md > $LOG/audit_first.txt 2>&1
+    say "kbv audit of $(ls /tmp/$NAME-first/level*/*.py | wc -l) problems first: rc=$? in $(( $(date +%s) - f0 )) s"
+  fi
   a0=$(date +%s)
   KBV_TRACE_CALLS=$LOG/trace.jsonl timeout $(( $(left) - 15 )) build/kbv audit --problems .kb \
     --device cuda --workers-per-device ${WORKERS:-6} --db $LOG/audit.sqlite --out $LOG/audit.md \
