@@ -16,6 +16,7 @@ For each candidate file it
 Usage: check_compile.py [--problems DIR] [--cpp] [--out DIR] [FILE ...]
 (default files: examples/kernelbench/level1/*.py). Exit status 1 if any check failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,15 +47,20 @@ def capture_sources(path: Path) -> list[dict]:
 
     def fake_load_inline(name, cpp_sources, cuda_sources=None, functions=None, **kw):
         calls.append(
-            dict(name=name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
-                 functions=functions, **{k: v for k, v in kw.items() if k != "verbose"})
+            dict(
+                name=name,
+                cpp_sources=cpp_sources,
+                cuda_sources=cuda_sources,
+                functions=functions,
+                **{k: v for k, v in kw.items() if k != "verbose"},
+            )
         )
 
         def _missing(*_a, **_k):
             raise RuntimeError("compile-check stub: the extension was not built")
 
         ns = types.SimpleNamespace()
-        for fn in (functions or []):
+        for fn in functions or []:
             setattr(ns, fn if isinstance(fn, str) else fn, _missing)
         return ns
 
@@ -114,8 +120,11 @@ def nvcc_cmd(cu: Path, name: str, extra: list[str]) -> list[str]:
     return (
         ["nvcc", "-std=c++17", "-c", "-arch=sm_90", "-Xptxas", "-v", "--compiler-options", "-fPIC"]
         + list(ce.COMMON_NVCC_FLAGS)
-        + [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H",
-           f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+        + [
+            f"-DTORCH_EXTENSION_NAME={name}",
+            "-DTORCH_API_INCLUDE_EXTENSION_H",
+            f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        ]
         + list(extra)
         + inc
         + [str(cu), "-o", str(cu.with_suffix(".o"))]
@@ -131,9 +140,19 @@ def gxx_cmd(cpp: Path, name: str) -> list[str]:
         inc += ["-I", p]
     inc += ["-I", sysconfig.get_paths()["include"]]
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    return (["g++", "-std=c++17", "-fsyntax-only", "-fPIC", f"-DTORCH_EXTENSION_NAME={name}",
-             "-DTORCH_API_INCLUDE_EXTENSION_H", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
-            + inc + [str(cpp)])
+    return (
+        [
+            "g++",
+            "-std=c++17",
+            "-fsyntax-only",
+            "-fPIC",
+            f"-DTORCH_EXTENSION_NAME={name}",
+            "-DTORCH_API_INCLUDE_EXTENSION_H",
+            f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        ]
+        + inc
+        + [str(cpp)]
+    )
 
 
 def check_constructor(path: Path, mod, problems: Path) -> str:

@@ -8,6 +8,7 @@ math, not the compiled code: run the GPU check (gpu_check.py) for that.
 
   python3 cpu_algo_check.py        # prints one line per check, exit 1 on a failure
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,7 +28,7 @@ def report(name: str, ok: bool, detail: str = "") -> None:
         FAILS.append(name)
 
 
-# ----------------------------------------------------------------- 45: avgpool2d row kernel
+# ---- 45: avgpool2d row kernel
 def avgpool2d_emul(x: np.ndarray, k: int, s: int, p: int, vec: bool) -> np.ndarray:
     N, C, H, W = x.shape
     OH, OW = (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1
@@ -48,17 +49,27 @@ def avgpool2d_emul(x: np.ndarray, k: int, s: int, p: int, vec: bool) -> np.ndarr
 
 def check_avgpool2d() -> None:
     rng = np.random.default_rng(0)
-    for (H, W, k, s, p) in [(23, 24, 11, 11, 0), (24, 28, 3, 2, 1), (17, 20, 4, 3, 2), (9, 8, 3, 1, 1),
-                            (2048 // 64, 2048 // 64, 11, 11, 0)]:
+    for H, W, k, s, p in [
+        (23, 24, 11, 11, 0),
+        (24, 28, 3, 2, 1),
+        (17, 20, 4, 3, 2),
+        (9, 8, 3, 1, 1),
+        (2048 // 64, 2048 // 64, 11, 11, 0),
+    ]:
         x = rng.standard_normal((2, 3, H, W))
         ref = F.avg_pool2d(torch.from_numpy(x), k, s, p, count_include_pad=True).numpy()
-        for vec in ([True, False] if W % 4 == 0 else [False]):
+        for vec in [True, False] if W % 4 == 0 else [False]:
             y = avgpool2d_emul(x, k, s, p, vec)
-            report(f"avgpool2d H={H} W={W} k={k} s={s} p={p} vec={vec}", np.allclose(y, ref, atol=1e-12))
+            report(
+                f"avgpool2d H={H} W={W} k={k} s={s} p={p} vec={vec}",
+                np.allclose(y, ref, atol=1e-12),
+            )
 
 
-# ----------------------------------------------------------------- 46: avgpool3d tile kernel
-def avgpool3d_emul(x: np.ndarray, k: int, s: int, p: int, vec: bool, smem_bytes=48 * 1024) -> np.ndarray:
+# ---- 46: avgpool3d tile kernel
+def avgpool3d_emul(
+    x: np.ndarray, k: int, s: int, p: int, vec: bool, smem_bytes=48 * 1024
+) -> np.ndarray:
     N, C, D, H, W = x.shape
     OD, OH, OW = [(n + 2 * p - k) // s + 1 for n in (D, H, W)]
     Ws = ((W + 3) // 4) * 4
@@ -89,24 +100,30 @@ def avgpool3d_emul(x: np.ndarray, k: int, s: int, p: int, vec: bool, smem_bytes=
         for ohl, ow in itertools.product(range(nout), range(OW)):
             w0, w1 = max(ow * s - p, 0), min(ow * s - p + k, W)
             r0 = ohl * s
-            y[nc, od, oh0 + ohl, ow] = slab[r0:r0 + k, w0:w1].sum() / k ** 3
+            y[nc, od, oh0 + ohl, ow] = slab[r0 : r0 + k, w0:w1].sum() / k**3
     return y.reshape(N, C, OD, OH, OW)
 
 
 def check_avgpool3d() -> None:
     rng = np.random.default_rng(1)
-    for (D, H, W, k, s, p, smem) in [(8, 40, 16, 3, 2, 1, 48 * 1024), (7, 37, 12, 3, 2, 1, 48 * 1024),
-                                     (6, 9, 8, 2, 2, 0, 48 * 1024), (5, 11, 10, 3, 1, 1, 8 * 4 * 12),
-                                     (4, 6, 7, 3, 3, 0, 48 * 1024)]:
+    for D, H, W, k, s, p, smem in [
+        (8, 40, 16, 3, 2, 1, 48 * 1024),
+        (7, 37, 12, 3, 2, 1, 48 * 1024),
+        (6, 9, 8, 2, 2, 0, 48 * 1024),
+        (5, 11, 10, 3, 1, 1, 8 * 4 * 12),
+        (4, 6, 7, 3, 3, 0, 48 * 1024),
+    ]:
         x = rng.standard_normal((1, 2, D, H, W))
         ref = F.avg_pool3d(torch.from_numpy(x), k, s, p, count_include_pad=True).numpy()
-        for vec in ([True, False] if W % 4 == 0 else [False]):
+        for vec in [True, False] if W % 4 == 0 else [False]:
             y = avgpool3d_emul(x, k, s, p, vec, smem)
-            report(f"avgpool3d D={D} H={H} W={W} k={k} s={s} p={p} smem={smem} vec={vec}",
-                   np.allclose(y, ref, atol=1e-12))
+            report(
+                f"avgpool3d D={D} H={H} W={W} k={k} s={s} p={p} smem={smem} vec={vec}",
+                np.allclose(y, ref, atol=1e-12),
+            )
 
 
-# ----------------------------------------------------------------- 42: maxpool stride-1 sliding window
+# ---- 42: maxpool stride-1 sliding window
 def nanmax(m: float, v: float) -> float:
     return v if (v > m or v != v) else m
 
@@ -141,21 +158,22 @@ def maxpool_s1_emul(x: np.ndarray, k: int, p: int, tile_rows=32, kmax=8) -> np.n
 
 def check_maxpool() -> None:
     rng = np.random.default_rng(2)
-    for (H, W, k, p) in [(70, 9, 4, 1), (33, 7, 3, 1), (40, 6, 8, 4), (35, 5, 1, 0), (66, 8, 5, 2)]:
+    for H, W, k, p in [(70, 9, 4, 1), (33, 7, 3, 1), (40, 6, 8, 4), (35, 5, 1, 0), (66, 8, 5, 2)]:
         x = rng.standard_normal((1, 2, H, W))
         x[0, 0, 5, 3] = np.nan
         x[0, 1, 7:9, :] = 2.5  # ties
         ref = F.max_pool2d(torch.from_numpy(x), k, 1, p).numpy()
         y = maxpool_s1_emul(x, k, p)
         same = np.array_equal(np.isnan(y), np.isnan(ref)) and np.allclose(
-            np.nan_to_num(y, nan=0.0), np.nan_to_num(ref, nan=0.0), atol=0)
+            np.nan_to_num(y, nan=0.0), np.nan_to_num(ref, nan=0.0), atol=0
+        )
         report(f"maxpool2d s=1 H={H} W={W} k={k} p={p} (NaN + ties)", same)
 
 
-# ----------------------------------------------------------------- 38/39: row head / body / tail split
+# ---- 38/39: row head / body / tail split
 def check_row_split() -> None:
     ok = True
-    for n, base_off, cap4 in itertools.product([1, 2, 3, 4, 5, 7, 8, 13, 65535, 65536], range(4), [0, 1, 3, 16383]):
+    for n, base_off in itertools.product([1, 2, 3, 4, 5, 7, 8, 13, 65535, 65536], range(4)):
         for row in range(5):
             ax = 4 * (base_off + row * n)  # byte address of the row (x and y share the offset)
             head = min(((16 - (ax & 15)) & 15) >> 2, n)
@@ -165,13 +183,13 @@ def check_row_split() -> None:
             cover[:head] += 1
             for i in range(nb):
                 assert (ax + 4 * (head + 4 * i)) % 16 == 0  # each float4 is 16-byte aligned
-                cover[head + 4 * i: head + 4 * i + 4] += 1
+                cover[head + 4 * i : head + 4 * i + 4] += 1
             cover[tail0:] += 1
             ok &= bool((cover == 1).all()) and n - tail0 < 4
     report("rownorm head/body/tail cover every element once, float4s aligned", ok)
 
 
-# ----------------------------------------------------------------- 34/35: chunked group statistics
+# ---- 34/35: chunked group statistics
 def groupnorm_emul(x: np.ndarray, G: int, w, b, eps: float, chunk: int) -> np.ndarray:
     N, C = x.shape[:2]
     HW = int(np.prod(x.shape[2:]))
@@ -183,7 +201,7 @@ def groupnorm_emul(x: np.ndarray, G: int, w, b, eps: float, chunk: int) -> np.nd
     for q in range(nq):
         plane, p_ = divmod(q, P)
         b0 = p_ * chunk
-        seg = xs[plane, b0:b0 + min(chunk, HW - b0)]
+        seg = xs[plane, b0 : b0 + min(chunk, HW - b0)]
         psum[q], psq[q] = seg.sum(), (seg * seg).sum()
     y = np.empty_like(xs)
     for q in range(nq):
@@ -192,8 +210,8 @@ def groupnorm_emul(x: np.ndarray, G: int, w, b, eps: float, chunk: int) -> np.nd
         g = c // cpg
         q0 = (n_ * C + g * cpg) * P
         cnt = cpg * HW
-        mean = psum[q0:q0 + cpg * P].sum() / cnt
-        var = max(psq[q0:q0 + cpg * P].sum() / cnt - mean * mean, 0.0)
+        mean = psum[q0 : q0 + cpg * P].sum() / cnt
+        var = max(psq[q0 : q0 + cpg * P].sum() / cnt - mean * mean, 0.0)
         scale = (1.0 / math.sqrt(var + eps)) * (w[c] if w is not None else 1.0)
         shift = b[c] if b is not None else 0.0
         b0 = p_ * chunk
@@ -204,20 +222,31 @@ def groupnorm_emul(x: np.ndarray, G: int, w, b, eps: float, chunk: int) -> np.nd
 
 def check_groupnorm() -> None:
     rng = np.random.default_rng(3)
-    for (N, C, H, W, G, chunk) in [(2, 8, 5, 7, 4, 8), (3, 6, 4, 4, 3, 16), (2, 4, 3, 3, 4, 4), (1, 6, 6, 6, 1, 5)]:
+    for N, C, H, W, G, chunk in [
+        (2, 8, 5, 7, 4, 8),
+        (3, 6, 4, 4, 3, 16),
+        (2, 4, 3, 3, 4, 4),
+        (1, 6, 6, 6, 1, 5),
+    ]:
         x = rng.standard_normal((N, C, H, W)) * 3 + 100.0
-        x[0, :C // G] = 7.0  # a constant group
+        x[0, : C // G] = 7.0  # a constant group
         w = np.exp(0.5 * rng.standard_normal(C))
         bb = 0.1 * rng.standard_normal(C)
-        ref = F.group_norm(torch.from_numpy(x), G, torch.from_numpy(w), torch.from_numpy(bb), 1e-5).numpy()
+        ref = F.group_norm(
+            torch.from_numpy(x), G, torch.from_numpy(w), torch.from_numpy(bb), 1e-5
+        ).numpy()
         y = groupnorm_emul(x, G, w, bb, 1e-5, chunk)
-        report(f"groupnorm N={N} C={C} HW={H * W} G={G} chunk={chunk}", np.allclose(y, ref, atol=1e-9))
+        report(
+            f"groupnorm N={N} C={C} HW={H * W} G={G} chunk={chunk}", np.allclose(y, ref, atol=1e-9)
+        )
         ref_i = F.instance_norm(torch.from_numpy(x), eps=1e-5).numpy()
         y_i = groupnorm_emul(x, C, None, None, 1e-5, chunk)
-        report(f"instancenorm N={N} C={C} HW={H * W} chunk={chunk}", np.allclose(y_i, ref_i, atol=1e-9))
+        report(
+            f"instancenorm N={N} C={C} HW={H * W} chunk={chunk}", np.allclose(y_i, ref_i, atol=1e-9)
+        )
 
 
-# ----------------------------------------------------------------- 1: matmul tiles and mma fragments
+# ---- 1: matmul tiles and mma fragments
 def mma_m16n8k8(c: np.ndarray, a_regs, b_regs) -> None:
     """PTX m16n8k8 .row.col tf32: rebuild the tiles from the lanes' registers, multiply, scatter.
     a_regs[lane][r] is A(g + 8 * (r % 2), t + 4 * (r // 2)); b_regs[lane][r] is B(t + 4 r, g);
@@ -255,9 +284,13 @@ def matmul_emul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
                 for i in range(4):
                     idx = tid + i * 256
                     r, c4 = idx >> 3, idx & 7
-                    As[r * LDA + c4 * 4: r * LDA + c4 * 4 + 4] = A[m0 + r, k0 + c4 * 4: k0 + c4 * 4 + 4]
+                    As[r * LDA + c4 * 4 : r * LDA + c4 * 4 + 4] = A[
+                        m0 + r, k0 + c4 * 4 : k0 + c4 * 4 + 4
+                    ]
                     r, c4 = idx >> 5, idx & 31
-                    Bs[r * LDB + c4 * 4: r * LDB + c4 * 4 + 4] = B[k0 + r, n0 + c4 * 4: n0 + c4 * 4 + 4]
+                    Bs[r * LDB + c4 * 4 : r * LDB + c4 * 4 + 4] = B[
+                        k0 + r, n0 + c4 * 4 : n0 + c4 * 4 + 4
+                    ]
             for warp in range(8):
                 wm, wn = warp >> 2, warp & 3
                 for kk in range(0, BK, 8):
@@ -269,7 +302,12 @@ def matmul_emul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
                         bs_ = t * LDB + wn * 32 + g
                         for mi in range(4):
                             ap = as_ + mi * 16 * LDA + kk
-                            af[mi][lane] = [As[ap], As[ap + 8 * LDA], As[ap + 4], As[ap + 8 * LDA + 4]]
+                            af[mi][lane] = [
+                                As[ap],
+                                As[ap + 8 * LDA],
+                                As[ap + 4],
+                                As[ap + 8 * LDA + 4],
+                            ]
                         for ni in range(4):
                             bp = bs_ + kk * LDB + ni * 8
                             bf[ni][lane] = [Bs[bp], Bs[bp + 4 * LDB]]
@@ -281,8 +319,8 @@ def matmul_emul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
             row = m0 + wm * 64 + mi * 16 + g
             col = n0 + wn * 32 + ni * 8 + 2 * t
             assert np.isnan(C[row, col]) and np.isnan(C[row + 8, col + 1])
-            C[row, col:col + 2] = acc[warp, mi, ni, lane, 0:2]
-            C[row + 8, col:col + 2] = acc[warp, mi, ni, lane, 2:4]
+            C[row, col : col + 2] = acc[warp, mi, ni, lane, 0:2]
+            C[row + 8, col : col + 2] = acc[warp, mi, ni, lane, 2:4]
     return C
 
 
@@ -291,14 +329,22 @@ def check_matmul() -> None:
     A = rng.standard_normal((256, 64))
     B = rng.standard_normal((64, 128))
     C = matmul_emul(A, B)
-    report("matmul tiles/fragments 256x64 @ 64x128 (every C written once, equals A @ B)",
-           not np.isnan(C).any() and np.allclose(C, A @ B, atol=1e-10))
+    report(
+        "matmul tiles/fragments 256x64 @ 64x128 (every C written once, equals A @ B)",
+        not np.isnan(C).any() and np.allclose(C, A @ B, atol=1e-10),
+    )
+
     # 3xTF32 split precision, emulated with round-to-nearest to 10 mantissa bits
     def tf32(v):
         m, e = np.frexp(v)
-        return np.ldexp(np.round(m * 2 ** 11) / 2 ** 11, e)
-    a = (rng.standard_normal((64, 4096)) * np.exp(2.5 * rng.standard_normal((64, 4096)))).astype(np.float32)
-    b = (rng.standard_normal((4096, 64)) * np.exp(2.5 * rng.standard_normal((4096, 64)))).astype(np.float32)
+        return np.ldexp(np.round(m * 2**11) / 2**11, e)
+
+    a = (rng.standard_normal((64, 4096)) * np.exp(2.5 * rng.standard_normal((64, 4096)))).astype(
+        np.float32
+    )
+    b = (rng.standard_normal((4096, 64)) * np.exp(2.5 * rng.standard_normal((4096, 64)))).astype(
+        np.float32
+    )
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     ah, bh = tf32(a64), tf32(b64)
     al, bl = tf32(a64 - ah), tf32(b64 - bh)
@@ -307,8 +353,11 @@ def check_matmul() -> None:
     three = al @ bh + ah @ bl + ah @ bh
     e1 = np.linalg.norm(one - t) / np.linalg.norm(t)
     e3 = np.linalg.norm(three - t) / np.linalg.norm(t)
-    report("3xTF32 operand error on wide-range data (exact accumulation)", e3 < 1e-6,
-           f"1xTF32 {e1:.2e}  3xTF32 {e3:.2e}")
+    report(
+        "3xTF32 operand error on wide-range data (exact accumulation)",
+        e3 < 1e-6,
+        f"1xTF32 {e1:.2e}  3xTF32 {e3:.2e}",
+    )
 
 
 def main() -> int:

@@ -27,6 +27,7 @@ extensions N at a time (a shared TORCH_EXTENSIONS_DIR), so the checks reuse the 
 Usage: gpu_check.py --problems DIR [--cands DIR] [--only 19_ReLU,...] [--out FILE]
                     [--prebuild N] [--deadline SECONDS]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,7 +61,7 @@ def set_tf32(on: bool) -> None:
     torch.backends.cudnn.allow_tf32 = on
 
 
-# ---------------------------------------------------------------------------------- metrics
+# ---- metrics
 def compare(c, t) -> dict:
     """c: candidate output (float32), t: truth (float64); chunked to bound memory."""
     import torch
@@ -75,12 +76,16 @@ def compare(c, t) -> dict:
     nfinite = 0
     mism = 0
     for i in range(0, n, chunk):
-        tc = t[i:i + chunk]
-        cc = c[i:i + chunk].double()
+        tc = t[i : i + chunk]
+        cc = c[i : i + chunk].double()
         tcf = tc.float().double()  # the truth's non-finite values cast to the output dtype
-        mism += int(((torch.isnan(tcf) != torch.isnan(cc))
-                     | (torch.isposinf(tcf) != torch.isposinf(cc))
-                     | (torch.isneginf(tcf) != torch.isneginf(cc))).sum())
+        mism += int(
+            (
+                (torch.isnan(tcf) != torch.isnan(cc))
+                | (torch.isposinf(tcf) != torch.isposinf(cc))
+                | (torch.isneginf(tcf) != torch.isneginf(cc))
+            ).sum()
+        )
         fin = torch.isfinite(tcf) & torch.isfinite(cc)
         tt = tc[fin]
         d = cc[fin] - tt
@@ -93,16 +98,22 @@ def compare(c, t) -> dict:
     rms = math.sqrt(sum_t2 / nfinite) if nfinite else 0.0
     worst = 0.0
     for i in range(0, n, chunk):
-        tc = t[i:i + chunk]
-        cc = c[i:i + chunk].double()
+        tc = t[i : i + chunk]
+        cc = c[i : i + chunk].double()
         fin = torch.isfinite(tc) & torch.isfinite(cc)
         if fin.any():
             r = (cc[fin] - tc[fin]).abs() / (tc[fin].abs() + rms)
             worst = max(worst, float(r.max()) if rms > 0 else float(r.nan_to_num(0).max()))
         del tc, cc, fin
     normwise = math.sqrt(sum_d2) / math.sqrt(sum_t2) if sum_t2 > 0 else math.sqrt(sum_d2)
-    return {"normwise": normwise, "max_abs": max_abs, "elem_ratio": worst,
-            "nonfinite_mismatch": mism, "rms_truth": rms, "n": n}
+    return {
+        "normwise": normwise,
+        "max_abs": max_abs,
+        "elem_ratio": worst,
+        "nonfinite_mismatch": mism,
+        "rms_truth": rms,
+        "n": n,
+    }
 
 
 def judge(cand: dict, ref: dict) -> bool:
@@ -131,7 +142,7 @@ def time_ms(fn, args, warmup=3, iters=20) -> float:
     return ts[len(ts) // 2]
 
 
-# ---------------------------------------------------------------------------------- inputs
+# ---- inputs
 CHUNK = 1 << 26
 
 
@@ -141,7 +152,7 @@ def fill_wide_(x, gen) -> None:
 
     flat = x.view(-1)
     for i in range(0, flat.numel(), CHUNK):  # chunked: no input-sized temporaries
-        flat[i:i + CHUNK].normal_(0.0, 1000.0, generator=gen)
+        flat[i : i + CHUNK].normal_(0.0, 1000.0, generator=gen)
     k = min(16, flat.numel())
     idx = torch.randint(0, flat.numel(), (k,), device=x.device, generator=gen)
     sgn = torch.where(torch.rand(k, device=x.device, generator=gen) < 0.5, -1.0, 1.0)
@@ -158,7 +169,7 @@ def fill_offset_(x, sigma: float, gen) -> None:
     sigma = sigma or 1.0
     flat = x.view(-1)
     for i in range(0, flat.numel(), CHUNK):
-        c = flat[i:i + CHUNK]
+        c = flat[i : i + CHUNK]
         c.normal_(8.0 * sigma, sigma, generator=gen)
         m = torch.rand(c.shape, device=c.device, generator=gen) < 0.05
         c[m] = -c[m]
@@ -188,7 +199,8 @@ def redraw_params_(ref, cand, gen) -> list[str]:
             elif float(p.abs().max()) > 0 and bool((p > 0).all()):
                 new = p * torch.exp(0.5 * torch.randn(p.shape, device=p.device, generator=gen))
             else:
-                new = torch.randn(p.shape, device=p.device, generator=gen) * max(float(p.abs().max()), 0.1)
+                sd = max(float(p.abs().max()), 0.1)
+                new = torch.randn(p.shape, device=p.device, generator=gen) * sd
             p.copy_(new)
             if name in cstate and cstate[name].shape == p.shape:
                 cstate[name].copy_(new)
@@ -198,14 +210,15 @@ def redraw_params_(ref, cand, gen) -> list[str]:
     return done
 
 
-# ---------------------------------------------------------------------------------- one problem
+# ---- one problem
 def truth_of(ref, inputs):
     import torch
 
     ref64 = copy.deepcopy(ref).double()
     with torch.no_grad():
-        out = ref64(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x
-                      for x in inputs])
+        out = ref64(
+            *[x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
+        )
     del ref64
     return out
 
@@ -213,8 +226,12 @@ def truth_of(ref, inputs):
 def check_one(name: str, problems: Path, cands: Path) -> dict:
     import torch
 
-    rec: dict = {"problem": name, "candidate": str((cands / f"{name}.py").relative_to(REPO))
-                 if (cands / f"{name}.py").is_relative_to(REPO) else str(cands / f"{name}.py")}
+    rec: dict = {
+        "problem": name,
+        "candidate": str((cands / f"{name}.py").relative_to(REPO))
+        if (cands / f"{name}.py").is_relative_to(REPO)
+        else str(cands / f"{name}.py"),
+    }
     dev = torch.device("cuda")
     t0 = time.time()
     pm = load_module(problems / f"{name}.py", "kbprob")
@@ -230,7 +247,8 @@ def check_one(name: str, problems: Path, cands: Path) -> dict:
         inputs = pm.get_inputs()
     inputs = [x.to(dev) if torch.is_tensor(x) else x for x in inputs]
     rec["input_shapes"] = [list(x.shape) for x in inputs if torch.is_tensor(x)]
-    rec["input_gb"] = round(sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x)) / 1e9, 2)
+    nbytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
+    rec["input_gb"] = round(nbytes / 1e9, 2)
     gen = torch.Generator(device=dev)
     gen.manual_seed(1234)
 
@@ -250,8 +268,12 @@ def check_one(name: str, problems: Path, cands: Path) -> dict:
         del out_c, out_r, t
         gc.collect()
         torch.cuda.empty_cache()
-        rec[fam] = {"cand": mc, "ref_tf32": mr, "shape_ok": shape_ok,
-                    "pass": bool(shape_ok and judge(mc, mr))}
+        rec[fam] = {
+            "cand": mc,
+            "ref_tf32": mr,
+            "shape_ok": shape_ok,
+            "pass": bool(shape_ok and judge(mc, mr)),
+        }
 
     run_family("native")
     # timing on the native inputs
@@ -270,19 +292,16 @@ def check_one(name: str, problems: Path, cands: Path) -> dict:
         if torch.is_tensor(x) and x.is_floating_point():
             fill_wide_(x, gen)
     run_family("wide")
-    for x, sg in zip(inputs, sigmas):
+    for x, sg in zip(inputs, sigmas, strict=True):
         if torch.is_tensor(x) and x.is_floating_point():
             fill_offset_(x, sg, gen)
     run_family("offset")
     rec["pass"] = all(rec[f]["pass"] for f in ("native", "wide", "offset"))
     rec["seconds"] = round(time.time() - t0, 1)
-    del inputs, ref, cand
-    gc.collect()
-    torch.cuda.empty_cache()
-    return rec
+    return rec  # one problem per child process: its memory goes back when the child exits
 
 
-# ---------------------------------------------------------------------------------- driver
+# ---- driver
 def prebuild(names: list[str], cands: Path, n: int, env: dict) -> dict:
     """Build the extensions n at a time by importing each candidate in a child process."""
     procs: dict = {}
@@ -291,18 +310,30 @@ def prebuild(names: list[str], cands: Path, n: int, env: dict) -> dict:
     while pending or procs:
         while pending and len(procs) < n:
             nm = pending.pop(0)
-            code = ("import importlib.util,sys;p=sys.argv[1];"
-                    "s=importlib.util.spec_from_file_location('m',p);"
-                    "m=importlib.util.module_from_spec(s);s.loader.exec_module(m)")
-            procs[nm] = (subprocess.Popen([sys.executable, "-c", code, str(cands / f"{nm}.py")],
-                                          env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True), time.time())
+            code = (
+                "import importlib.util,sys;p=sys.argv[1];"
+                "s=importlib.util.spec_from_file_location('m',p);"
+                "m=importlib.util.module_from_spec(s);s.loader.exec_module(m)"
+            )
+            procs[nm] = (
+                subprocess.Popen(
+                    [sys.executable, "-c", code, str(cands / f"{nm}.py")],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                ),
+                time.time(),
+            )
         time.sleep(0.5)
         for nm, (p, t0) in list(procs.items()):
             if p.poll() is not None:
                 out = p.stdout.read() if p.stdout else ""
-                results[nm] = {"rc": p.returncode, "s": round(time.time() - t0, 1),
-                               "log_tail": out[-3000:] if p.returncode else ""}
+                results[nm] = {
+                    "rc": p.returncode,
+                    "s": round(time.time() - t0, 1),
+                    "log_tail": out[-3000:] if p.returncode else "",
+                }
                 del procs[nm]
     return results
 
@@ -322,8 +353,11 @@ def main() -> int:
         try:
             rec = check_one(args.one, args.problems.resolve(), args.cands.resolve())
         except Exception as e:
-            rec = {"problem": args.one, "error": f"{type(e).__name__}: {e}",
-                   "traceback": traceback.format_exc()[-3000:]}
+            rec = {
+                "problem": args.one,
+                "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc()[-3000:],
+            }
         print("KBJSON " + json.dumps(rec), flush=True)
         return 0
 
@@ -351,37 +385,55 @@ def main() -> int:
                 rec = {"problem": nm, "skipped": "deadline"}
             else:
                 try:
-                    p = subprocess.run([sys.executable, __file__, "--problems", str(args.problems.resolve()),
-                                        "--cands", str(args.cands.resolve()), "--one", nm],
-                                       env=env, capture_output=True, text=True, timeout=300)
+                    cmd = [
+                        sys.executable,
+                        __file__,
+                        "--problems",
+                        str(args.problems.resolve()),
+                        "--cands",
+                        str(args.cands.resolve()),
+                        "--one",
+                        nm,
+                    ]
+                    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
                     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("KBJSON ")]
                     if lines:
                         rec = json.loads(lines[-1][7:])
                     else:
-                        rec = {"problem": nm, "error": f"child exited {p.returncode} without a result",
-                               "log_tail": (p.stdout + p.stderr)[-3000:]}
+                        rec = {
+                            "problem": nm,
+                            "error": f"child exited {p.returncode} without a result",
+                            "log_tail": (p.stdout + p.stderr)[-3000:],
+                        }
                 except subprocess.TimeoutExpired:
                     rec = {"problem": nm, "error": "timeout (300 s)"}
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
             rows.append(rec)
             if "error" in rec:
-                print(f"{nm}: ERROR {rec['error']}\n{rec.get('traceback', rec.get('log_tail', ''))[-1500:]}",
-                      flush=True)
+                tail = rec.get("traceback", rec.get("log_tail", ""))[-1500:]
+                print(f"{nm}: ERROR {rec['error']}\n{tail}", flush=True)
             elif "skipped" not in rec:
                 print(f"{nm}: done in {rec.get('seconds')}s pass={rec.get('pass')}", flush=True)
     # summary table last
-    print(f"\n{'problem':40s} {'pass':5s} {'native':>9s} {'ref':>9s} {'wide':>9s} {'ref':>9s} "
-          f"{'offset':>9s} {'cand ms':>8s} {'tf32 ms':>8s} {'fp32 ms':>8s} {'xTF32':>6s}")
+    print(
+        f"\n{'problem':34s} {'pass':5s} {'native':>8s} {'ref':>8s} {'wide':>8s} {'ref':>8s} "
+        f"{'offset':>8s} {'ref':>8s} {'cand ms':>8s} {'tf32 ms':>8s} {'fp32 ms':>8s} {'xTF32':>6s}"
+    )
     for r in rows:
         if "error" in r or "skipped" in r:
-            print(f"{r['problem']:40s} {'ERROR' if 'error' in r else 'SKIP'}")
+            print(f"{r['problem']:34s} {'ERROR' if 'error' in r else 'SKIP'}")
             continue
-        f = lambda fam, who: r[fam][who]["normwise"]  # noqa: E731
-        print(f"{r['problem']:40s} {str(r['pass']):5s} {f('native','cand'):9.2e} {f('native','ref_tf32'):9.2e} "
-              f"{f('wide','cand'):9.2e} {f('wide','ref_tf32'):9.2e} {f('offset','cand'):9.2e} "
-              f"{r['time_ms']['cand']:8.3f} {r['time_ms']['ref_tf32']:8.3f} {r['time_ms']['ref_fp32']:8.3f} "
-              f"{r['speedup_vs_tf32']:6.2f}")
+        errs = " ".join(
+            f"{r[fam][who]['normwise']:8.1e}"
+            for fam in ("native", "wide", "offset")
+            for who in ("cand", "ref_tf32")
+        )
+        tm = r["time_ms"]
+        print(
+            f"{r['problem'][:34]:34s} {str(r['pass']):5s} {errs} {tm['cand']:8.3f} "
+            f"{tm['ref_tf32']:8.3f} {tm['ref_fp32']:8.3f} {r['speedup_vs_tf32']:6.2f}"
+        )
     print(f"total {time.time() - start:.0f}s", flush=True)
     return 0
 

@@ -4,6 +4,7 @@ flight per thread, evict-first loads and stores), a scalar path for a misaligned
 Correct on every input family: relu is exact in float32; NaN propagates as torch.relu's
 clamp_min does, and -0.0/0.0 compare equal, so the output matches the float64 truth exactly.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn

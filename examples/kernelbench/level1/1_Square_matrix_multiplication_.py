@@ -10,6 +10,7 @@ for single TF32, the baseline's own precision), accumulation is FP32 over 4096 t
 tensor core, so the error is at FP32-GEMM level, far inside 4x the TF32 baseline's error, for
 mixed-sign, offset and 1e6-sized operands alike (no overflow: products stay far below 3e38).
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn
@@ -110,7 +111,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < KT) load_tiles(A, B, As + s * A_STAGE, Bs + s * B_STAGE, m0, n0, (int64_t)s * BK, K, N, tid);
+    if (s < KT)
+      load_tiles(A, B, As + s * A_STAGE, Bs + s * B_STAGE, m0, n0, (int64_t)s * BK, K, N, tid);
     cp_async_commit();
   }
 
@@ -120,7 +122,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     {
       const int nk = kt + kStages - 1;
       const int st = nk % kStages;
-      if (nk < KT) load_tiles(A, B, As + st * A_STAGE, Bs + st * B_STAGE, m0, n0, (int64_t)nk * BK, K, N, tid);
+      if (nk < KT)
+        load_tiles(A, B, As + st * A_STAGE, Bs + st * B_STAGE, m0, n0, (int64_t)nk * BK, K, N,
+                   tid);
       cp_async_commit();
     }
     const float* as = As + (kt % kStages) * A_STAGE + (wm * 64 + g) * LDA + t;

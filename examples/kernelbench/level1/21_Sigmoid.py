@@ -5,6 +5,7 @@ Correct on every input family: 1 / (1 + expf(-x)) with the accurate expf (not __
 large |x| expf saturates to 0 or +inf, giving exactly 1 or 0 as torch does, so the error is a
 few ulp everywhere; NaN propagates.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn

@@ -7,6 +7,7 @@ Correct on every input family: the max is subtracted first (values of 1e6 and be
 overflow), x - max is exact for nearby values, each thread sums under a thousand terms in [0, 1]
 before the tree merge, a constant row gives exactly -log(n), and NaN propagates to its row.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn
@@ -153,8 +154,8 @@ torch::Tensor log_softmax_forward(torch::Tensor x, int64_t dim) {
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const float* xp = xc.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  const bool vec =
-      (n % 4 == 0) && (((reinterpret_cast<uintptr_t>(xp) | reinterpret_cast<uintptr_t>(yp)) & 15) == 0);
+  const uintptr_t addr_bits = reinterpret_cast<uintptr_t>(xp) | reinterpret_cast<uintptr_t>(yp);
+  const bool vec = (n % 4 == 0) && ((addr_bits & 15) == 0);
   const int blocks = (int)std::min<int64_t>(rows, 1 << 30);
   if (vec)
     log_softmax_rows_kernel<true><<<blocks, kThreads, 0, stream>>>(xp, yp, rows, n);

@@ -5,6 +5,7 @@ Correct on every input family: gelu(x) = 0.5 * x * erfc(-x / sqrt(2)), which equ
 0.5 * x * (1 + erf(x / sqrt(2))) (approximate='none') but avoids the cancellation of 1 + erf for
 negative x; erfcf saturates to 0 / 2 for huge |x|, giving -0 / x as torch does; NaN propagates.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn

@@ -9,6 +9,7 @@ terms per plane) and the variance E[x^2] - mean^2 is formed in double and clampe
 offsets (x ~ 8 sigma) and 1e6-sized values lose nothing that float would keep; a constant or
 all-zero plane gives var 0 and output exactly 0, as the reference does.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn

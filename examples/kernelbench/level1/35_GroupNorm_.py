@@ -11,6 +11,7 @@ per group) and the variance E[x^2] - mean^2 is formed in double and clamped at 0
 offsets (x ~ 8 sigma) and 1e6-sized values lose nothing that float would keep; a constant or
 all-zero group gives var 0 and output exactly bias[c], as the reference does.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn

@@ -7,6 +7,7 @@ Correct on every input family: each column is a 64-term float sum of squares (er
 values of 1e6 square to 1e12, far from overflow), eps is added before the sqrt exactly as in the
 reference, and a zero column gives 0 / sqrt(eps) = 0 as the reference does.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn

@@ -9,6 +9,7 @@ error is far below float rounding; values of 1e6 square to 1e12 (no overflow); t
 true IEEE x / norm, so an all-zero input gives 0/0 = NaN everywhere, as torch and the float64
 truth do.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn
@@ -150,8 +151,8 @@ torch::Tensor frobenius_forward(torch::Tensor x) {
   float* yp = y.data_ptr<float>();
   const bool vec = ((reinterpret_cast<uintptr_t>(xp) | reinterpret_cast<uintptr_t>(yp)) & 15) == 0;
   const int64_t work = vec ? (n >> 2) : n;
-  const int nparts =
-      (int)std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, (int64_t)sms * 4));
+  const int64_t want_blocks = std::max<int64_t>(1, (work + kThreads - 1) / kThreads);
+  const int nparts = (int)std::min<int64_t>(want_blocks, (int64_t)sms * 4);
   // Per-call workspace (nothing is kept between calls).
   auto partial = torch::empty({nparts}, xc.options().dtype(torch::kFloat64));
   double* pp = partial.data_ptr<double>();
@@ -161,8 +162,7 @@ torch::Tensor frobenius_forward(torch::Tensor x) {
     sumsq_partial_kernel<false><<<nparts, kThreads, 0, stream>>>(xp, n, pp);
   cudaError_t err = cudaGetLastError();
   TORCH_CHECK(err == cudaSuccess, "sumsq kernel launch failed: ", cudaGetErrorString(err));
-  const int sblocks =
-      (int)std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, (int64_t)sms * 4));
+  const int sblocks = (int)std::min<int64_t>(want_blocks, (int64_t)sms * 4);
   if (vec)
     scale_kernel<true><<<sblocks, kThreads, 0, stream>>>(xp, yp, n, pp, nparts);
   else

@@ -8,6 +8,7 @@ Correct on every input family: |x| is summed four at a time in float and then in
 thread, merged by a double tree (no long float serial sum over 65535 terms); the divide is a true
 IEEE x / mean, so an all-zero row gives 0/0 = NaN exactly as torch and the float64 truth do.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn

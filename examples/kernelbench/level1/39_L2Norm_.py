@@ -9,6 +9,7 @@ per thread, merged by a double tree (no long float serial sum; 1e6-sized values 
 far from float overflow); the divide is a true IEEE x / norm, so an all-zero row gives
 0/0 = NaN exactly as torch and the float64 truth do.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn

@@ -9,6 +9,7 @@ Correct on every input family: max is exact; padding is ignored (never a candida
 torch; NaN is propagated with torch's rule (val > max || isnan(val)); ties and constants are
 exact.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn
@@ -164,5 +165,4 @@ class ModelNew(nn.Module):
         self.dilation = int(dilation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _ext.maxpool2d_forward(x, self.kernel_size, self.stride, self.padding,
-                                      self.dilation)
+        return _ext.maxpool2d_forward(x, self.kernel_size, self.stride, self.padding, self.dilation)

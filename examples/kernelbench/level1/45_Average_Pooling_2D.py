@@ -9,6 +9,7 @@ Correct on every input family: each output is a 121-term float sum (11 row sums 
 by k*k exactly as torch divides, so the error is a few ulp of the window's magnitude sum; zeros,
 ties and constants are exact up to that rounding.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn
@@ -35,7 +36,7 @@ template <bool VEC>
 __global__ void __launch_bounds__(kThreads)
     avgpool2d_row_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t H, int64_t W,
                          int64_t OH, int64_t OW, int k, int s, int p, float divisor) {
-  extern __shared__ float colsum[];
+  extern __shared__ __align__(16) float colsum[];
   const int64_t nc = blockIdx.x / OH;
   const int64_t oh = blockIdx.x - nc * OH;
   const float* xp = x + nc * H * W;

@@ -3,12 +3,14 @@ mode) on [N, C, D, H, W]. One CUDA block per (volume, output depth od, tile of u
 rows): its threads first sum the k depth slices of every input row the tile needs (coalesced
 float4 loads) into a shared-memory slab, then each output adds its k x k window of the slab and
 divides by k^3. With s < k an input slice is fetched by two depth windows and a tile-edge row
-by two tiles; those blocks run close together, so the repeats are mostly L2 hits. 64-bit indexing throughout (the input has exactly 2^31 elements).
+by two tiles; those blocks run close together, so the repeats are mostly L2 hits. 64-bit
+indexing throughout (the input has exactly 2^31 elements).
 
 Correct on every input family: each output is a 27-term float sum divided by k^3 exactly as
 torch divides (padded cells count, as count_include_pad requires), so the error is a few ulp of
 the window's magnitude sum; zeros, ties and constants are exact up to that rounding.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn
@@ -36,7 +38,7 @@ __global__ void __launch_bounds__(kThreads)
     avgpool3d_tile_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t D, int64_t H,
                           int64_t W, int64_t OD, int64_t OH, int64_t OW, int k, int s, int p,
                           int tile, int64_t ntiles, int64_t Ws, float divisor) {
-  extern __shared__ float slab[];
+  extern __shared__ __align__(16) float slab[];
   int64_t b = blockIdx.x;
   const int64_t t = b % ntiles;
   b /= ntiles;

@@ -8,6 +8,7 @@ Correct on every input family: every sum is accumulated in double (the 4096-term
 sign, offset or 1e6-sized values carry no float cancellation error) and rounded to float once;
 the order is fixed, so the result is deterministic; zeros and constants are exact.
 """
+
 # kbv-kernelbench: 423217d
 import torch
 import torch.nn as nn
