@@ -40,7 +40,7 @@ __device__ __forceinline__ void fold1(float& m, float& s, float v) {
 __device__ __forceinline__ void fold4(float& m, float& s, float4 v) {
   const float mx = fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w));
   if (mx > m) {
-    s = (m == -INFINITY) ? 0.f : s * expf(m - mx);
+    s = (m == -INFINITY) ? s * 0.f : s * expf(m - mx);  // s * 0 keeps an earlier NaN
     m = mx;
   }
   if (m == -INFINITY) {  // all four are -inf (or NaN): fall back to the exact scalar rule
@@ -59,8 +59,8 @@ __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
     s = s + s2;
     return;
   }
-  const float a = (m == -INFINITY) ? 0.f : s * expf(m - mn);
-  const float b = (m2 == -INFINITY) ? 0.f : s2 * expf(m2 - mn);
+  const float a = (m == -INFINITY) ? s * 0.f : s * expf(m - mn);  // keeps NaN
+  const float b = (m2 == -INFINITY) ? s2 * 0.f : s2 * expf(m2 - mn);
   m = mn;
   s = a + b;
 }
