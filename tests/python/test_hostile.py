@@ -183,7 +183,10 @@ class ModelNew(nn.Module):
 """
     evaluation = run_eval(RELU, candidate(tmp_path, "hoarder", "", forward))
     require_isolation(evaluation)
-    assert evaluation.verdict == "runtime_error"
+    assert evaluation.verdict == "runtime_error", (
+        evaluation.result["reason"],
+        evaluation.result["flags"],
+    )
     assert "MemoryError" in evaluation.result["reason"]
 
 
