@@ -4,7 +4,9 @@
 
 #include <charconv>
 #include <map>
+#include <optional>
 #include <set>
+#include <string_view>
 
 #include "eval/eval_request.hpp"
 
@@ -26,8 +28,8 @@ std::optional<int> whole_number(std::string_view text) {
 Shard parse_shard(const std::string& text) {
   const auto usage = [&](const std::string& why) {
     return eval::UsageError(fmt::format(
-        "--shard takes I/N, this machine's part I of N parts (0 <= I < N, e.g. 0/4): '{}' {}",
-        text, why));
+        "--shard takes I/N, this machine's part I of N parts (0 <= I < N, e.g. 0/4): '{}' {}", text,
+        why));
   };
   const auto slash = text.find('/');
   if (slash == std::string::npos) throw usage("has no '/'");

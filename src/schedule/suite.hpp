@@ -52,8 +52,8 @@ struct HarnessErrorNote {
 void interleave_by_level(std::vector<const Task*>& ordered);
 
 struct SuiteSummary {
-  int tasks = 0;          // this shard's (the suite's, unsharded)
-  int suite_tasks = 0;    // every shard's together
+  int tasks = 0;           // this shard's (the suite's, unsharded)
+  int suite_tasks = 0;     // every shard's together
   int shard_problems = 0;  // problems with candidates in this shard
   int already_done = 0;
   int evaluated_again = 0;       // stored timeouts retried under a longer timeout

@@ -200,8 +200,9 @@ MergeSummary merge_databases(const std::vector<fs::path>& inputs, const fs::path
   std::map<std::string, size_t> origin;  // key -> the input its kept row came from
   {  // the statements end before the connection closes: sqlite3_close fails while any is open
     Statement find(out.db, "SELECT result_json, finished_at FROM results WHERE key = ?");
-    Statement put(out.db,
-                  fmt::format("INSERT OR REPLACE INTO results ({}) VALUES ({})", names, marks).c_str());
+    Statement put(
+        out.db,
+        fmt::format("INSERT OR REPLACE INTO results ({}) VALUES ({})", names, marks).c_str());
     Statement meta_get(out.db, "SELECT value FROM meta WHERE key = ?");
     Statement meta_put(out.db, "INSERT INTO meta (key, value) VALUES (?, ?)");
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -234,9 +235,9 @@ MergeSummary merge_databases(const std::vector<fs::path>& inputs, const fs::path
             ++summary.duplicates;
             continue;
           }
-          const auto choice = prefer({json::parse(find.text(0), nullptr, false), find.text(1)},
-                                     {json::parse(rows.text(json_at), nullptr, false),
-                                      rows.text(finished_at)});
+          const auto choice =
+              prefer({json::parse(find.text(0), nullptr, false), find.text(1)},
+                     {json::parse(rows.text(json_at), nullptr, false), rows.text(finished_at)});
           const auto sample = rows.integer_or_null(sample_at);
           summary.conflicts.push_back(
               {key, rows.text(run_at), rows.text(problem_at),
@@ -260,8 +261,8 @@ MergeSummary merge_databases(const std::vector<fs::path>& inputs, const fs::path
   summary.rows = static_cast<int>(origin.size());
   // Closing checkpoints the WAL into the file, which is then whole on its own for the rename.
   if (sqlite3_close(out.db) != SQLITE_OK) {
-    throw std::runtime_error(fmt::format("cannot close {}: {}", temporary.path().string(),
-                                         sqlite3_errmsg(out.db)));
+    throw std::runtime_error(
+        fmt::format("cannot close {}: {}", temporary.path().string(), sqlite3_errmsg(out.db)));
   }
   out.db = nullptr;
   temporary.rename_to(output);

@@ -65,8 +65,9 @@ TEST(MergeRule, ThenLaterFinishTimeElseTheOneKept) {
 class MergeFiles : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(testing::TempDir()) /
-           ("kbv_merge_" + std::string(testing::UnitTest::GetInstance()->current_test_info()->name()));
+    dir_ =
+        fs::path(testing::TempDir()) /
+        ("kbv_merge_" + std::string(testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -82,8 +83,7 @@ class MergeFiles : public testing::Test {
   static void finished_at(const fs::path& path, const std::string& key, const std::string& when) {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    const auto sql =
-        "UPDATE results SET finished_at = '" + when + "' WHERE key = '" + key + "'";
+    const auto sql = "UPDATE results SET finished_at = '" + when + "' WHERE key = '" + key + "'";
     EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
     sqlite3_close(db);
   }

@@ -45,8 +45,8 @@ TEST(Shard, ParsesIOfN) {
 }
 
 TEST(Shard, RejectsWhatIsNotIOfN) {
-  for (const char* bad : {"4/4", "-1/4", "1/0", "0/0", "1", "a/b", "1/2/3", "", "/2", "1/", " 1/2",
-                          "1/2x"}) {
+  for (const char* bad :
+       {"4/4", "-1/4", "1/0", "0/0", "1", "a/b", "1/2/3", "", "/2", "1/", " 1/2", "1/2x"}) {
     EXPECT_THROW(parse_shard(bad), kbv::eval::UsageError) << bad;
   }
 }
