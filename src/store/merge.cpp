@@ -63,18 +63,22 @@ void exec(sqlite3* db, const char* sql) {
   }
 }
 
-// Opens an input read-only (a merge never writes to an input) and checks it is a kbv database of
-// this schema.
+// Opens an input for queries only (a merge never changes an input) and checks it is a kbv
+// database of this schema. Opened read-write where it may be, all the same: a read-only
+// connection to a WAL database leaves its -wal and -shm files behind, the last read-write one
+// to close removes them, as `kbv run` does.
 void open_input(const fs::path& path, Connection& c) {
   if (!fs::exists(path)) throw MergeError(fmt::format("{} does not exist", path.string()));
   if (!fs::is_regular_file(path)) throw MergeError(fmt::format("{} is not a file", path.string()));
-  if (sqlite3_open_v2(path.c_str(), &c.db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+  const int mode = ::access(path.c_str(), W_OK) == 0 ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY;
+  if (sqlite3_open_v2(path.c_str(), &c.db, mode, nullptr) != SQLITE_OK) {
     throw MergeError(fmt::format("cannot open {}: {}", path.string(),
                                  c.db ? sqlite3_errmsg(c.db) : "out of memory"));
   }
   sqlite3_busy_timeout(c.db, 10000);
   std::string version;
   try {
+    exec(c.db, "PRAGMA query_only = 1");
     Statement q(c.db, "SELECT value FROM meta WHERE key = 'schema_version'");
     if (q.step()) version = q.text(0);
     Statement(c.db, "SELECT key, result_json, finished_at FROM results LIMIT 0").step();

@@ -2,7 +2,7 @@
 // shards of `kbv run --shard I/N`) as one. Rows are keyed by their content key (run_key), so
 // merging is idempotent: overlapping inputs, the same input twice or a merged file merged again
 // add nothing twice. The output is written to a temporary file renamed at the end: a failed
-// merge leaves the output as it was and never writes to an input.
+// merge leaves the output as it was, and inputs are only queried.
 #pragma once
 
 #include <filesystem>
