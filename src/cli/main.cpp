@@ -1,6 +1,8 @@
 // kbv: the command line.
 //   kbv eval    one candidate against one problem; prints a summary, --json writes the result
-//   kbv run     every candidate of a suite, results streamed into a SQLite database, resumable
+//   kbv run     every candidate of a suite, results streamed into a SQLite database, resumable;
+//               --shard I/N runs one machine's part of it
+//   kbv merge   run databases (shards) into one, idempotently
 //   kbv export  a run database as JSON Lines or KernelBench's eval_results.json files
 //   kbv audit   every problem's reference as its own candidate: the suite-quality table
 // Exit status: 0 whenever the work completed, whatever the verdicts; 2 for usage errors (bad
@@ -29,6 +31,7 @@
 #include "schedule/audit.hpp"
 #include "schedule/devices.hpp"
 #include "schedule/suite.hpp"
+#include "store/merge.hpp"
 #include "store/store.hpp"
 
 namespace fs = std::filesystem;
@@ -181,6 +184,10 @@ int run_suite(kbv::schedule::SuiteRequest& suite) {
 
 void print_summary(const kbv::schedule::SuiteSummary& summary,
                    const kbv::schedule::SuiteRequest& suite) {
+  if (!suite.shard.whole()) {
+    fmt::print("shard {}/{}: {} of the suite's {} tasks ({} problems)\n", suite.shard.index,
+               suite.shard.count, summary.tasks, summary.suite_tasks, summary.shard_problems);
+  }
   fmt::print("{} tasks: {} evaluated now, {} already stored, {} files skipped\n", summary.tasks,
              summary.evaluated, summary.already_done, summary.unmatched.size());
   if (summary.evaluated_again > 0) {
@@ -217,6 +224,25 @@ void print_summary(const kbv::schedule::SuiteSummary& summary,
         part("compile"), part("reference"), part("candidate"), part("idle"),
         summary.reference_sessions, summary.reference_sessions == 1 ? "" : "s", summary.evaluated);
   }
+}
+
+int run_merge(const std::vector<std::string>& inputs, const std::string& output) {
+  const auto summary =
+      kbv::store::merge_databases(std::vector<fs::path>(inputs.begin(), inputs.end()), output);
+  for (const auto& c : summary.conflicts) {
+    fmt::print(stderr,
+               "kbv merge: conflict on {} {}{} (key {}): kept the result of {}, dropped {}'s: "
+               "{}\n",
+               c.run, c.problem, c.sample ? fmt::format(" sample {}", *c.sample) : "",
+               c.key.substr(0, 12), c.kept_from.string(), c.dropped_from.string(), c.why);
+  }
+  for (const auto& clash : summary.meta_clashes) {
+    fmt::print(stderr, "kbv merge: meta {}\n", clash);
+  }
+  fmt::print("{} rows from {} database{} ({} read, {} duplicates, {} conflicts) into {}\n",
+             summary.rows, inputs.size(), inputs.size() == 1 ? "" : "s", summary.read,
+             summary.duplicates, summary.conflicts.size(), output);
+  return 0;
 }
 
 }  // namespace
@@ -264,7 +290,24 @@ int main(int argc, char** argv) {
                   "cores / (2 x GPUs), between 2 and 4); everything but timing overlaps, and one "
                   "timing at a time runs per device")
       ->check(CLI::Range(1, 64));
+  std::string shard;
+  run->add_option("--shard", shard,
+                  "I/N: evaluate only this machine's part I of N (0 <= I < N), split by problem "
+                  "the same way on every machine; merge the databases with kbv merge");
   run_options.add_to(run);
+
+  std::vector<std::string> merge_inputs;
+  std::string merge_output;
+  auto* merger = app.add_subcommand(
+      "merge",
+      "run databases (e.g. the shards of kbv run --shard) into one; rows are keyed by content, "
+      "so overlapping inputs add nothing twice");
+  merger->add_option("databases", merge_inputs, "the run databases to merge")
+      ->required()
+      ->expected(1, -1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  merger->add_option("--out,-o", merge_output, "the merged database (written anew; not an input)")
+      ->required();
 
   EvalOptions audit_options;
   kbv::schedule::SuiteRequest audit_suite;
@@ -369,6 +412,7 @@ int main(int argc, char** argv) {
       }
       suite.settings = run_options.request;
       if (!devices.empty()) suite.devices = kbv::schedule::parse_devices(devices);
+      if (!shard.empty()) suite.shard = kbv::schedule::parse_shard(shard);
       if (!run_options.quiet && ::isatty(STDERR_FILENO)) {
         // On a terminal the running counters (built n/N, [done/total] verdicts, ETA) rewrite one
         // status line; everything else still gets a line of its own.
@@ -379,6 +423,7 @@ int main(int argc, char** argv) {
       }
       return run_suite(suite);
     }
+    if (merger->parsed()) return run_merge(merge_inputs, merge_output);
     if (auditor->parsed()) {
       if (auto error = audit_options.finish(); !error.empty()) {
         fmt::print(stderr, "kbv: {}\n", error);
@@ -471,6 +516,9 @@ int main(int argc, char** argv) {
       }
     }
     return 0;
+  } catch (const kbv::store::MergeError& error) {
+    fmt::print(stderr, "kbv merge: {}\n", error.what());
+    return kExitUsage;
   } catch (const kbv::eval::UsageError& error) {
     fmt::print(stderr, "kbv: {}\n", error.what());
     return kExitUsage;

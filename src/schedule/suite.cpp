@@ -507,7 +507,17 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   }
   auto found = pair_candidates(find_problems(request.problems), request.candidates);
   summary.unmatched = found.unmatched;
+  summary.suite_tasks = static_cast<int>(found.tasks.size());
+  found.tasks = tasks_of_shard(found.tasks, request.shard, request.problems);
   summary.tasks = static_cast<int>(found.tasks.size());
+  std::set<fs::path> shard_problems;
+  for (const auto& t : found.tasks) shard_problems.insert(t.problem.path);
+  summary.shard_problems = static_cast<int>(shard_problems.size());
+  if (!request.shard.whole()) {
+    log(fmt::format("shard {}/{}: {} of the suite's {} tasks ({} problems)", request.shard.index,
+                    request.shard.count, summary.tasks, summary.suite_tasks,
+                    summary.shard_problems));
+  }
   for (const auto& u : found.unmatched)
     log(fmt::format("skipped {}: {}", u.path.string(), u.reason));
 

@@ -11,6 +11,7 @@
 
 #include "eval/eval_request.hpp"
 #include "schedule/discovery.hpp"
+#include "schedule/shard.hpp"
 
 namespace kbv::schedule {
 
@@ -33,6 +34,9 @@ struct SuiteRequest {
   // then run beside the small ones of levels 2 and 3 (the device's memory ledger admits them
   // together) instead of after one another, each waiting for the last one's memory.
   bool interleave_levels = false;
+  // This machine's part of the suite (schedule/shard.hpp); tasks of other shards are not
+  // evaluated, counted or reported here.
+  Shard shard;
 };
 
 // A task that ended as harness_error: a fault of kbv, not a verdict on the candidate.
@@ -48,7 +52,9 @@ struct HarnessErrorNote {
 void interleave_by_level(std::vector<const Task*>& ordered);
 
 struct SuiteSummary {
-  int tasks = 0;
+  int tasks = 0;           // this shard's (the suite's, unsharded)
+  int suite_tasks = 0;     // every shard's together
+  int shard_problems = 0;  // problems with candidates in this shard
   int already_done = 0;
   int evaluated_again = 0;       // stored timeouts retried under a longer timeout
   int harness_errors_again = 0;  // stored harness errors evaluated again (always)

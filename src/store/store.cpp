@@ -6,11 +6,10 @@
 #include <stdexcept>
 
 #include "core/hash.hpp"
+#include "store/statement.hpp"
 
 namespace kbv::store {
 namespace {
-
-constexpr int kSchemaVersion = 1;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -36,45 +35,6 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_by_run ON results (run, level, problem_id, sample);
 )sql";
-
-// A prepared statement that finalizes itself.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
-      throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(db));
-    }
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  void bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-  }
-  void bind(int i, std::optional<int> v) {
-    v ? sqlite3_bind_int(stmt_, i, *v) : sqlite3_bind_null(stmt_, i);
-  }
-  void bind_number(int i, const nlohmann::json& v) {
-    v.is_number() ? sqlite3_bind_double(stmt_, i, v.get<double>()) : sqlite3_bind_null(stmt_, i);
-  }
-  bool step() {
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(db_));
-  }
-  std::string text(int column) const {
-    auto* p = sqlite3_column_text(stmt_, column);
-    return p ? reinterpret_cast<const char*>(p) : "";
-  }
-  nlohmann::json integer_or_null(int column) const {
-    return sqlite3_column_type(stmt_, column) == SQLITE_NULL
-               ? nlohmann::json(nullptr)
-               : nlohmann::json(sqlite3_column_int(stmt_, column));
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
 
 std::string now_utc() {
   auto now = std::chrono::system_clock::now();

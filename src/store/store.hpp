@@ -14,6 +14,9 @@
 
 namespace kbv::store {
 
+// The layout of the database (its `results` and `meta` tables), kept in meta's schema_version.
+inline constexpr int kSchemaVersion = 1;
+
 // Where a row came from: what the suite layout said about the candidate.
 struct RowInfo {
   std::string key;  // content key of (problem, candidate, settings); see run_key()
