@@ -330,6 +330,10 @@ int main(int argc, char** argv) {
                     "render the table from --db without evaluating anything (e.g. after a run "
                     "that was stopped)");
   auditor->add_option("--devices", audit_devices, "all, cpu, or cuda:0,cuda:1,...");
+  std::string audit_shard;
+  auditor->add_option("--shard", audit_shard,
+                      "I/N: audit only this machine's part I of N (0 <= I < N), split by problem "
+                      "as kbv run --shard splits it; merge the databases with kbv merge");
   auditor
       ->add_option("--workers-per-device", audit_suite.workers_per_device,
                    "evaluations at once on each device (as kbv run)")
@@ -431,6 +435,7 @@ int main(int argc, char** argv) {
       }
       audit_suite.settings = audit_options.request;
       if (!audit_devices.empty()) audit_suite.devices = kbv::schedule::parse_devices(audit_devices);
+      if (!audit_shard.empty()) audit_suite.shard = kbv::schedule::parse_shard(audit_shard);
       kbv::schedule::SuiteSummary summary;
       if (!audit_table_only) {
         reclaim_leftovers(audit_suite.settings);

@@ -1,6 +1,7 @@
 """`kbv audit --problems DIR` end to end on the CPU: every problem's reference evaluated as its
-own candidate, the table written, a suite's own tooling beside its problems (KernelBench's src/
-and scripts/) left out, and a second run resuming from the database (nothing evaluated again)."""
+own candidate (in two shards, merged), the table written, a suite's own tooling beside its
+problems (KernelBench's src/ and scripts/) left out, and a second run resuming from the database
+(nothing evaluated again)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,22 @@ def test_audit_tabulates_every_problem_and_resumes(tmp_path, cache_dir):
     command = [kbv_binary(), "audit", "--problems", str(suite), "--db", str(db), "--out",
                str(table), "--cache-dir", str(cache_dir), "--device", "cpu", "--draws", "1",
                "--samples", "3", "--rounds", "1"]  # fmt: skip
+    # Audited in two shards (one problem each), merged, then tabulated by a whole-suite audit
+    # that finds everything stored: the sharded audit is the whole one.
+    for shard in ("0/2", "1/2"):
+        part = [*command, "--shard", shard, "--db", str(tmp_path / f"shard{shard[0]}.sqlite")]
+        done = subprocess.run(part, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr
+        assert f"shard {shard}: 1 of the suite's 2 tasks" in done.stdout + done.stderr
+    merged = subprocess.run(
+        [kbv_binary(), "merge", str(tmp_path / "shard0.sqlite"), str(tmp_path / "shard1.sqlite"),
+         "-o", str(db)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert merged.returncode == 0, merged.stderr
     first = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr
+    assert "2 already" in first.stderr + first.stdout, first.stderr
     text = table.read_text()
     rows = [line for line in text.splitlines() if line.startswith("| level")]
     assert len(rows) == 2, text
