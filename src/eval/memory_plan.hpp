@@ -15,7 +15,8 @@ struct MemoryFacts {
   double total_bytes = 0;      // of the device (host: physical memory)
   double free_bytes = 0;       // when the problem was loaded (host: MemAvailable)
   double case_bytes = 0;       // one case resident: inputs, state, the outputs it is judged by
-  double judged_bytes = 0;     // of those, the outputs it is judged by (a timing set keeps its own)
+  // of those, the outputs it is judged by and their sensitivities (a timing set keeps its own)
+  double judged_bytes = 0;
   double output_bytes = 0;     // the candidate's outputs (the slot)
   double draw_peak_bytes = 0;  // the reference's device peak while drawing one case
   double forward_peak_bytes = 0;  // of that, its TF32 forward's own (intermediates, outputs)
