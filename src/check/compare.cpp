@@ -289,9 +289,8 @@ Outcome compare(const TensorView& candidate, const TensorView& reference, const 
     return o;
   }
   const CandidatePass pass = plan_candidate_pass(baseline, policy);
-  const Measurement m =
-      pass.against_truth ? measure(candidate, truth, pass.spec, sensitivity)
-                         : measure(candidate, reference, pass.spec);
+  const Measurement m = pass.against_truth ? measure(candidate, truth, pass.spec, sensitivity)
+                                           : measure(candidate, reference, pass.spec);
   return decide(baseline, pass, m, candidate.dtype, policy);
 }
 

@@ -211,7 +211,8 @@ KBV_HD inline double accumulate_finite(PassPartial& p, std::int64_t index, doubl
   }
   const double tol = spec.budget(judged, sensitivity);
   // The margin of the pass under the budget actually applied (a division only when it moves).
-  if (d > p.budget_ratio * tol) p.budget_ratio = tol > 0 ? max_of(p.budget_ratio, d / tol) : kInfinity;
+  if (d > p.budget_ratio * tol)
+    p.budget_ratio = tol > 0 ? max_of(p.budget_ratio, d / tol) : kInfinity;
   if (!(d <= tol)) {
     ++p.elements_over;
     offer_worst(p, index, tol > 0 ? d / tol : kInfinity);
@@ -223,8 +224,7 @@ KBV_HD inline double accumulate_finite(PassPartial& p, std::int64_t index, doubl
 KBV_HD inline void accumulate(PassPartial& p, std::int64_t index, double x, double y, double s,
                               const PassSpec& spec) {
   if (!pair_is_finite(x, y, spec.threshold)) screen_nonfinite(p, index, x, y, spec);
-  const double diff =
-      accumulate_finite(p, index, x, y, spec, nonzero_or_floor(spec.scale), s);
+  const double diff = accumulate_finite(p, index, x, y, spec, nonzero_or_floor(spec.scale), s);
   add_square(p.diff, diff);
   add_square(p.judged, y);
 }

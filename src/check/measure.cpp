@@ -209,23 +209,24 @@ PassPartial measure_partial(const TensorView& x, const TensorView& y, const Tens
   const double ratio_scale = nonzero_or_floor(spec.scale);
   std::vector<double> diffs(kBlock);
   for_each_block(x, &y, sens, first, count,
-                 [&](int64_t at, std::span<double> xs, std::span<double> ys,
-                     std::span<double> ss) {
-    if (!all_finite(xs, ys, spec.threshold)) {
-      for (size_t i = 0; i < xs.size(); ++i) {
-        screen_nonfinite(p, at + int64_t(i), xs[i], ys[i], spec);
-      }
-    }
-    // A local copy the compiler can keep in registers: stores to `diffs` could alias `p`.
-    PassPartial local = p;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      const double s = ss.empty() ? 0.0 : ss[i];
-      diffs[i] = accumulate_finite(local, at + int64_t(i), xs[i], ys[i], spec, ratio_scale, s);
-    }
-    add_block_squares(local.diff, {diffs.data(), xs.size()});
-    add_block_squares(local.judged, ys);
-    p = local;
-  });
+                 [&](int64_t at, std::span<double> xs, std::span<double> ys, std::span<double> ss) {
+                   if (!all_finite(xs, ys, spec.threshold)) {
+                     for (size_t i = 0; i < xs.size(); ++i) {
+                       screen_nonfinite(p, at + int64_t(i), xs[i], ys[i], spec);
+                     }
+                   }
+                   // A local copy the compiler can keep in registers: stores to `diffs` could alias
+                   // `p`.
+                   PassPartial local = p;
+                   for (size_t i = 0; i < xs.size(); ++i) {
+                     const double s = ss.empty() ? 0.0 : ss[i];
+                     diffs[i] = accumulate_finite(local, at + int64_t(i), xs[i], ys[i], spec,
+                                                  ratio_scale, s);
+                   }
+                   add_block_squares(local.diff, {diffs.data(), xs.size()});
+                   add_block_squares(local.judged, ys);
+                   p = local;
+                 });
   return p;
 }
 
@@ -233,12 +234,12 @@ Measurement measure(const TensorView& x, const TensorView& y, const PassSpec& sp
                     const TensorView* sens) {
   const int64_t n = y.numel();
   if (x.numel() != n || (sens != nullptr && sens->numel() != n)) {
-    throw std::invalid_argument(
-        "a pass over '" + x.name + "' (" + std::to_string(x.numel()) + " elements) judged by '" +
-        y.name + "' (" + std::to_string(n) + " elements)" +
-        (sens != nullptr ? " with sensitivity '" + sens->name + "' (" +
-                               std::to_string(sens->numel()) + " elements)"
-                         : std::string()));
+    throw std::invalid_argument("a pass over '" + x.name + "' (" + std::to_string(x.numel()) +
+                                " elements) judged by '" + y.name + "' (" + std::to_string(n) +
+                                " elements)" +
+                                (sens != nullptr ? " with sensitivity '" + sens->name + "' (" +
+                                                       std::to_string(sens->numel()) + " elements)"
+                                                 : std::string()));
   }
   Measurement m = finish_measurement(measure_partial(x, y, sens, spec, 0, n), n, spec);
   if (m.worst >= 0) {
@@ -257,15 +258,15 @@ double finite_rms(const TensorView& t, double threshold) {
   RmsPartial p = empty_rms();
   for_each_block(t, nullptr, nullptr, 0, t.numel(),
                  [&](int64_t, std::span<double> ts, std::span<double>, std::span<double>) {
-    for (double& v : ts) {
-      if (classify(v, threshold) == Kind::Finite) {
-        ++p.finite;
-      } else {
-        v = 0;
-      }
-    }
-    add_block_squares(p.squares, ts);
-  });
+                   for (double& v : ts) {
+                     if (classify(v, threshold) == Kind::Finite) {
+                       ++p.finite;
+                     } else {
+                       v = 0;
+                     }
+                   }
+                   add_block_squares(p.squares, ts);
+                 });
   return rms_of(p);
 }
 

@@ -53,7 +53,7 @@ struct Measurement {
   int64_t worst = -1;  // the element furthest over its tolerance (first of equals); -1 if none
   int64_t first_nonfinite_mismatch = -1;
   double x_at_worst = 0, y_at_worst = 0;  // 0 when there is no such element
-  double s_at_worst = 0;  // the sensitivity there (0 without a sensitivity tensor)
+  double s_at_worst = 0;                  // the sensitivity there (0 without a sensitivity tensor)
   double x_at_first_nonfinite = 0, y_at_first_nonfinite = 0;
   nlohmann::json to_json() const;
   static Measurement from_json(const nlohmann::json& j);

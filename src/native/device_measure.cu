@@ -194,8 +194,8 @@ check::Measurement MeasureDevice(const void* x, DType x_dtype, const void* y, DT
     if (s != nullptr) CheckOperand(s, tensor::element_size(s_dtype), "the sensitivity");
     const int blocks = GridFor(numel);
     DeviceBuffer<PassPartial> partials(static_cast<std::size_t>(blocks), stream);
-    MeasureKernel<<<blocks, kThreads, 0, stream>>>(x, x_dtype, y, y_dtype, s, s_dtype, numel,
-                                                   spec, partials.get());
+    MeasureKernel<<<blocks, kThreads, 0, stream>>>(x, x_dtype, y, y_dtype, s, s_dtype, numel, spec,
+                                                   partials.get());
     KBV_CUDA_CHECK(cudaGetLastError());
     for (const PassPartial& p : CopyPartials(partials, blocks, stream)) {
       total = check::merge(total, p);

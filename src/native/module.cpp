@@ -9,8 +9,8 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>

@@ -392,8 +392,8 @@ TEST_P(EveryDtype, SimulatedDevicePassEqualsTheHostPass) {
   opened.sens = 16;
   const Measurement host_s = measure(candidate, truth, opened, s);
   for (const auto& [threads, block] : {std::pair{256, 64}, std::pair{96, 32}}) {
-    const Measurement device = finish_measurement(
-        simulate_device(candidate, truth, opened, threads, block, s), n, opened);
+    const Measurement device =
+        finish_measurement(simulate_device(candidate, truth, opened, threads, block, s), n, opened);
     expect_same(device.figures, host_s.figures, /*exact_sums=*/false);
     EXPECT_EQ(device.worst, host_s.worst);
     EXPECT_EQ(device.figures.budget_ratio, host_s.figures.budget_ratio);
@@ -416,7 +416,8 @@ TEST_P(EveryDtype, PartialsMergeInAnyOrder) {
   const int64_t bounds[] = {0, 1, 4000, 4097, 9000, 15000, 15001, int64_t(n)};
   std::vector<PassPartial> chunks;
   for (size_t k = 0; k + 1 < std::size(bounds); ++k) {
-    chunks.push_back(measure_partial(candidate, truth, nullptr, spec, bounds[k], bounds[k + 1] - bounds[k]));
+    chunks.push_back(
+        measure_partial(candidate, truth, nullptr, spec, bounds[k], bounds[k + 1] - bounds[k]));
   }
   PassPartial forward = empty_partial(), backward = empty_partial();
   for (const auto& c : chunks) forward = merge(forward, c);
