@@ -706,8 +706,10 @@ class ReferenceRole:
         u = self.roundoff
 
         def perturbed(t: torch.Tensor) -> torch.Tensor:
-            signs = torch.randint(0, 2, t.shape, generator=gen, device=t.device)
-            return t * (1 + u * (2 * signs - 1).to(t.dtype))
+            # (1 - u) + 2u * bernoulli = 1 + u * r, built in one float64 tensor of t's size: a
+            # level-1 input is up to 17 GB, so no int64 signs or extra temporaries.
+            factor = torch.empty_like(t).bernoulli_(0.5, generator=gen)
+            return factor.mul_(2 * u).add_(1 - u).mul_(t)
 
         floating = [o.is_floating_point() for o in truth]
         squares = [torch.zeros_like(t) if f else None for t, f in zip(truth, floating, strict=True)]
