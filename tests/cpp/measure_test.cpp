@@ -593,7 +593,7 @@ TEST(MeasureJson, DoublesNeverBecomeNaNOrInfinityInTheText) {
 
 TEST(MeasureJson, MeasurementRoundTripsWithNaNAndInfinity) {
   Measurement m;
-  m.figures = {kInf, 0.25, kNaN, 1e-300, 12, 3, 2, 0.5};
+  m.figures = {kInf, 0.25, kNaN, 1e-300, kInf, 12, 3, 2, 0.5};
   m.worst = 7;
   m.first_nonfinite_mismatch = 2;
   m.x_at_worst = -kInf;
@@ -608,6 +608,7 @@ TEST(MeasureJson, MeasurementRoundTripsWithNaNAndInfinity) {
   EXPECT_EQ(back.figures.max_rel, 0.25);
   EXPECT_TRUE(std::isnan(back.figures.normwise_rel));
   EXPECT_EQ(back.figures.worst_elem_ratio, 1e-300);
+  EXPECT_EQ(back.figures.budget_ratio, kInf);
   EXPECT_EQ(back.figures.numel, 12);
   EXPECT_EQ(back.figures.elements_over, 3);
   EXPECT_EQ(back.figures.nonfinite_mismatches, 2);

@@ -114,18 +114,35 @@ def test_dropping_a_term_still_fails_where_terms_cancel():
     assert figures["budget_ratio"] > 10
 
 
-def test_bf16_inputs_on_a_well_conditioned_problem_still_fail():
+class TimesWeightElementwise(TimesWeight):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.w
+
+
+def test_the_sensitivity_widens_nothing_where_nothing_cancels():
     gen = torch.Generator().manual_seed(3)
-    x = torch.rand(ROWS, 2 * HALF, generator=gen) + 0.5  # positive terms: no cancellation
+    x = torch.rand(ROWS, 2 * HALF, generator=gen) + 0.5  # positive terms
     w = torch.rand(2 * HALF, COLS, generator=gen) + 0.5
     truth, sens = _variants(TimesWeight(w), x)
-    # Where nothing cancels, K * s_i is below the floor everywhere: the budget is the floor.
+    # K * s_i is about 16 u sqrt(2 / n) |t_i| here: below the floor everywhere.
     scale = float(truth.square().mean().sqrt())
-    assert float((K * sens.double() / (F * (truth.abs() + scale))).max()) < 1.0
-    rounded = x.bfloat16().float() @ w.bfloat16().float()
+    assert float((K * sens.double() / (F * (truth.abs() + scale))).max()) < 0.2
+    # A candidate 5% off at one element is rejected, as under the floor alone.
+    off = (x.double() @ w.double()).float()
+    off[5, 7] *= 1.05
+    figures = _judge(off, truth, sens)
+    assert figures["elements_over"] == 1, figures
+
+
+def test_bf16_inputs_on_a_well_conditioned_problem_still_fail():
+    gen = torch.Generator().manual_seed(3)
+    x = torch.rand(ROWS, COLS, generator=gen) + 0.5  # one rounding per input, nothing cancels
+    w = torch.rand(ROWS, COLS, generator=gen) + 0.5
+    truth, sens = _variants(TimesWeightElementwise(w), x)
+    rounded = x.bfloat16().float() * w.bfloat16().float()
     figures = _judge(rounded, truth, sens)
     assert figures["normwise_rel"] > NORM_FLOOR, figures  # rejected, as before the change
-    exact = _judge(x.double() @ w.double(), truth, sens)
+    exact = _judge(x.double() * w.double(), truth, sens)
     assert _elementwise_passes(exact) and exact["normwise_rel"] < 1e-12
 
 
