@@ -41,17 +41,39 @@ from .loading import WorkerError, construct, import_file, require
 MAX_REPLACEMENT_ATTEMPTS = 3
 AUDIT_SAMPLE = 1 << 20  # elements of the first case's output kept for the "constant" audit
 
+# The elementwise budget's sensitivity s_i (docs/protocol.md "Correctness"): the RMS over
+# SENSITIVITY_RUNS float64 runs of how far each output element moves when every float input
+# and parameter element is scaled by (1 + u * r), r a random sign per element and u the unit
+# roundoff of the precision class the protocol's baseline computes in. Two runs is provisional
+# (with K = 16, check::Policy::sens_multiplier) until the H200 flip count: the ratio of an honest
+# error to s_i is t-distributed with this many degrees of freedom.
+SENSITIVITY_RUNS = 2
+UNIT_ROUNDOFF = {"tf32": 2.0**-11, "fp16": 2.0**-11, "fp32": 2.0**-24}
+
 
 class Case:
     """One drawn case: shared inputs and state, the outputs it is judged by (resident, never
     exported), the checksums of its inputs, and the figures reported for it."""
 
-    def __init__(self, key: tuple, figures: dict[str, Any], inputs: shared.Block, state, judged):
+    def __init__(
+        self,
+        key: tuple,
+        figures: dict[str, Any],
+        inputs: shared.Block,
+        state,
+        judged,
+        sensitivity=None,
+        sensitivity_seed: int = 0,
+    ):
         self.key = key
         self.figures = figures
         self.inputs = inputs
         self.state: shared.Block | None = state
         self.judged: list[torch.Tensor] = judged
+        # Per judged output: the truth's rounding sensitivity (float32), or None (no float64
+        # truth, not a floating output, or the protocol judges by a baseline variant).
+        self.sensitivity: list[torch.Tensor | None] = sensitivity or [None] * len(judged)
+        self.sensitivity_seed = sensitivity_seed  # the timing set's run draws the same signs
         self.checksums: dict[Any, int] = {}
         self.pins = 0
         self.dirty = False  # a candidate changed its inputs: drawn again before reuse
@@ -59,6 +81,7 @@ class Case:
     @property
     def resident_bytes(self) -> int:
         total = self.inputs.layout["nbytes"] + sum(shared.nbytes(t) for t in self.judged)
+        total += _sensitivity_bytes(self.sensitivity)
         if self.state is not None and self.state.layout.get("owned", True):
             total += self.state.layout["nbytes"]
         return total
@@ -68,6 +91,7 @@ class Case:
         if self.state is not None and self.state.layout.get("owned", True):
             self.state.close()
         self.judged = []
+        self.sensitivity = []
 
 
 class ReferenceRole:
@@ -87,7 +111,9 @@ class ReferenceRole:
         self.slot: shared.Block | None = None
         self.timing_sets: list[list] = []
         self.timing_judged: list[list[torch.Tensor]] = []
+        self.timing_sensitivity: list[list[torch.Tensor | None]] = []
         self.timing_cases: list[str] = []
+        self.roundoff = UNIT_ROUNDOFF["tf32"]  # of the protocol's baseline (TF32 by default)
         self.first_sample: torch.Tensor | None = None
         self._draw_peak_carried = 0  # the device peak of the draw in progress, before the
         self._forward_peak = 0  # TF32 forward's own peak was measured (both per draw)
@@ -96,6 +122,7 @@ class ReferenceRole:
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
         self.device = hosting.device_of(request["device"])
         self.keep = request.get("keep", "truth")
+        self.roundoff = UNIT_ROUNDOFF[request.get("precision", "tf32")]
         numerics.set_tf32(True)
         self.module = import_file(request["problem"], "problem")
         model_cls = require(self.module, "Model", "problem_error", "the problem")
@@ -239,18 +266,21 @@ class ReferenceRole:
             raise WorkerError("internal_error", "judge before share_slot")
         if "timing" in request:
             judged = self.timing_judged[int(request["timing"])]
+            sensitivity = self.timing_sensitivity[int(request["timing"])]
             case = self._resident(self.timing_cases[int(request["timing"])])
         else:
             case = self._resident(request["id"])
-            judged = case.judged
+            judged, sensitivity = case.judged, case.sensitivity
         outputs = self.slot.as_list()
         figures = []
         for p in request.get("passes", []):
             index = int(p["index"])
+            # Only a pass whose spec opens budgets by sensitivity reads it (allclose does not).
+            sens = sensitivity[index] if _spec_sens(p["spec"]) > 0 else None
             figures.append(
                 {
                     "index": index,
-                    "measurement": _measure(outputs[index], judged[index], p["spec"]),
+                    "measurement": _measure(outputs[index], judged[index], p["spec"], sens),
                 }
             )
         token = request.get("token", case.inputs.token)
@@ -281,6 +311,7 @@ class ReferenceRole:
             self.slot.close()
             self.slot = None
         self.timing_sets, self.timing_judged, self.timing_cases = [], [], []
+        self.timing_sensitivity = []
         for case in self.cases.values():
             case.pins = 0
         self._evict(0)
@@ -293,15 +324,17 @@ class ReferenceRole:
         and kept, so the outputs of timed calls can be judged too (T5, T6)."""
         assert self.model is not None
         self.timing_sets, self.timing_judged, self.timing_cases = [], [], []
+        self.timing_sensitivity = []
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
         answer_sets, golden, fds = [], [], []
         for i, case_id in enumerate(request["ids"]):
             case = self._resident(case_id)
             case.pins += 1
             inputs = case.inputs.as_list()
-            outputs = self._run_variants(inputs)
+            outputs = self._run_variants(inputs, sensitivity_seed=case.sensitivity_seed)
             self.timing_sets.append(inputs)
             self.timing_judged.append(outputs["judged"])
+            self.timing_sensitivity.append(outputs["sensitivity"])
             self.timing_cases.append(case_id)
             self.expected[case.inputs.token] = dict(case.checksums)
             golden.append(
@@ -430,13 +463,15 @@ class ReferenceRole:
         attempt = 0
         phases: dict[str, float] = {"state": time.monotonic() - started}
         perturbed = None
+        # The sensitivity's perturbation signs follow the secret seed: a draw is reproducible.
+        sensitivity_seed = families.derive_seed(secret, "sensitivity", family, draw)
         while True:
             mark = time.monotonic()
             block = self._draw_inputs(family, draw, secret, gen, attempt)
             if perturb:
                 perturbed = _perturb_one_element(block.as_list(), secret, family, draw)
             phases["inputs"] = phases.get("inputs", 0.0) + time.monotonic() - mark
-            outputs = self._run_variants(block.as_list(), phases)
+            outputs = self._run_variants(block.as_list(), phases, sensitivity_seed)
             if perturb:
                 # The same draw as the plain case, one element changed: never replaced by
                 # another draw (a reference that is not finite on it only skips the re-check).
@@ -458,7 +493,7 @@ class ReferenceRole:
             if attempt > MAX_REPLACEMENT_ATTEMPTS:
                 # Reported and replaced, never skipped: a native draw under a secret seed.
                 block = self._draw_inputs("h1_native", 1000 + draw, secret, gen, 0)
-                outputs = self._run_variants(block.as_list(), phases)
+                outputs = self._run_variants(block.as_list(), phases, sensitivity_seed)
                 note = {
                     "case": case_id,
                     "detail": f"{family} draw {draw}: the reference output is non-finite for "
@@ -488,7 +523,15 @@ class ReferenceRole:
             figures["perturbed"] = perturbed or {"skipped": "no floating-point input to change"}
         phases["figures"] = time.monotonic() - mark
         mark = time.monotonic()
-        case = Case(key, figures, block, state_block, outputs["judged"])
+        case = Case(
+            key,
+            figures,
+            block,
+            state_block,
+            outputs["judged"],
+            outputs["sensitivity"],
+            sensitivity_seed,
+        )
         case.checksums = self._checksums(block)
         _release_cached(self.device)
         phases["checksums"] = time.monotonic() - mark
@@ -496,6 +539,7 @@ class ReferenceRole:
             "inputs": block.layout["nbytes"],
             "state": state_block.layout["nbytes"] if state_block is not None else 0,
             "judged": sum(shared.nbytes(t) for t in case.judged),
+            "sensitivity": _sensitivity_bytes(case.sensitivity),
             "draw_peak": max(_peak(self.device), self._draw_peak_carried),
             "forward_peak": self._forward_peak,
         }
@@ -535,10 +579,16 @@ class ReferenceRole:
         values.clear()  # the drawn tensors go now: the block holds the values
         return block
 
-    def _run_variants(self, inputs: list, phases: dict[str, float] | None = None) -> dict[str, Any]:
-        """The float64 truth, the TF32 baseline and plain FP32 for one input set: each
-        baseline is measured against the truth at once (the figures the policy needs) and
-        freed unless the protocol judges by it. Only the judged outputs stay resident."""
+    def _run_variants(
+        self,
+        inputs: list,
+        phases: dict[str, float] | None = None,
+        sensitivity_seed: int = 0,
+    ) -> dict[str, Any]:
+        """The float64 truth (with its per-element sensitivity when the protocol judges by
+        it), the TF32 baseline and plain FP32 for one input set: each baseline is measured
+        against the truth at once (the figures the policy needs) and freed unless the protocol
+        judges by it. Only the judged outputs and the sensitivity stay resident."""
         assert self.model is not None
         phases = {} if phases is None else phases
 
@@ -566,6 +616,12 @@ class ReferenceRole:
         mark = lap("tf32", mark)
         truth, truth_kind, truth_note = self._truth(inputs, tf32)
         mark = lap("float64", mark)
+        sensitivity: list[torch.Tensor | None] = [None] * len(truth)
+        if self.keep == "truth" and truth_kind == "float64":
+            sensitivity = self._with_room(
+                lambda: self._sensitivity(inputs, truth, sensitivity_seed)
+            )
+            mark = lap("sensitivity", mark)
         baselines = {"tf32": [_describe(o, t) for o, t in zip(tf32, truth, strict=True)]}
         first_output = _audit_sample(tf32[0]), families.rms(tf32[0]), str(tf32[0].dtype)
         mark = lap("describe", mark)
@@ -586,6 +642,7 @@ class ReferenceRole:
         judged = [o.clone() if _aliases_any(o, inputs) else o for o in judged]
         return {
             "judged": judged,
+            "sensitivity": sensitivity,
             "baselines": baselines,
             "truth_kind": truth_kind,
             "truth_note": truth_note,
@@ -632,6 +689,62 @@ class ReferenceRole:
         if [o.shape for o in out] != [o.shape for o in fp32]:
             raise ValueError("float64 run changed the output structure")
         return [o.detach().contiguous() for o in out]
+
+    def _sensitivity(
+        self, inputs: list, truth: list[torch.Tensor], seed: int
+    ) -> list[torch.Tensor | None]:
+        """Each floating output element's own sensitivity to rounding: the RMS over
+        SENSITIVITY_RUNS float64 runs of |f64(perturbed) - truth|, every float input and
+        parameter element scaled by (1 + u * r) with r random signs (drawn from `seed`) and u
+        the precision class's unit roundoff. To first order it is u times the element's
+        condition term (sum_k |x_k w_k|-like for a dot product) for any model, so the budget
+        opens exactly where large terms cancel. Kept as float32 (one more output-sized tensor
+        per case; docs/elementwise-budget.md)."""
+        assert self.model64 is not None
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(seed)
+        u = self.roundoff
+
+        def perturbed(t: torch.Tensor) -> torch.Tensor:
+            # (1 - u) + 2u * bernoulli = 1 + u * r, built in one float64 tensor of t's size: a
+            # level-1 input is up to 17 GB, so no int64 signs or extra temporaries.
+            factor = torch.empty_like(t).bernoulli_(0.5, generator=gen)
+            return factor.mul_(2 * u).add_(1 - u).mul_(t)
+
+        floating = [o.is_floating_point() for o in truth]
+        squares = [torch.zeros_like(t) if f else None for t, f in zip(truth, floating, strict=True)]
+        state = params.state_tensors(self.model)
+        try:
+            for _ in range(SENSITIVITY_RUNS):
+                params.load_into(self.model64, state, {k: k for k in state})
+                with torch.no_grad():
+                    for t in params.state_tensors(self.model64).values():
+                        if t.is_floating_point():
+                            t.copy_(perturbed(t))
+                    inputs64 = [
+                        perturbed(x.to(torch.float64)) if families.is_float(x) else x
+                        for x in inputs
+                    ]
+                    out, _ = hosting.as_outputs(self.model64(*inputs64))
+                del inputs64
+                for sq, o, t in zip(squares, out, truth, strict=True):
+                    if sq is not None:
+                        sq.add_((o.detach().to(torch.float64) - t).square())
+                del out
+        finally:
+            # The float64 model is shared with the next truth run: back to the exact state.
+            params.load_into(self.model64, state, {k: k for k in state})
+        result: list[torch.Tensor | None] = []
+        for i, sq in enumerate(squares):
+            squares[i] = None  # each float64 sum goes as soon as its float32 copy is made
+            if sq is None:
+                result.append(None)
+                continue
+            s = sq.div_(SENSITIVITY_RUNS).sqrt_().to(torch.float32)
+            del sq
+            # Where a perturbed run is not finite the sensitivity says nothing: the floor decides.
+            result.append(torch.nan_to_num(s, nan=0.0, posinf=0.0, neginf=0.0).contiguous())
+        return result
 
     def _audit_figures(self, first_output) -> dict[str, Any]:
         """What the problem audit needs of this case: its output's RMS and how far its output
@@ -798,7 +911,21 @@ def _describe(reference: torch.Tensor, truth: torch.Tensor) -> dict[str, Any]:
     )
 
 
-def _measure(candidate: torch.Tensor, judged: torch.Tensor, spec: dict[str, Any]) -> dict:
+def _spec_sens(spec: dict[str, Any]) -> float:
+    value = spec.get("sens", 0.0)
+    return float("inf") if value == "inf" else float(value) if value != "nan" else 0.0
+
+
+def _sensitivity_bytes(sensitivity: list) -> int:
+    return sum(shared.nbytes(t) for t in sensitivity if t is not None)
+
+
+def _measure(
+    candidate: torch.Tensor,
+    judged: torch.Tensor,
+    spec: dict[str, Any],
+    sensitivity: torch.Tensor | None = None,
+) -> dict:
     import kbv_native
 
     x = (
@@ -813,7 +940,15 @@ def _measure(candidate: torch.Tensor, judged: torch.Tensor, spec: dict[str, Any]
         judged.numel(),
         shared.device_index(judged.device),
     )
-    return kbv_native.measure(x, y, spec, _stream(judged.device))
+    s = None
+    if sensitivity is not None:
+        s = (
+            sensitivity.data_ptr(),
+            shared.dtype_name(sensitivity.dtype),
+            sensitivity.numel(),
+            shared.device_index(sensitivity.device),
+        )
+    return kbv_native.measure(x, y, spec, _stream(judged.device), s)
 
 
 def _as_on(description: dict[str, Any], device: torch.device) -> dict[str, Any]:

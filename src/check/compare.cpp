@@ -89,10 +89,13 @@ std::string nonfinite_reason(const Candidate& c, const Judge& j, const Measureme
 }
 
 std::string elementwise_reason(const Candidate& c, const Judge& j, const Measurement& m,
-                               const Tolerance& tol) {
-  return fmt::format("{} (error {:.3g} > budget {:.3g}); {} of {} elements over budget",
+                               const PassSpec& spec) {
+  const double floor = spec.tol.at(m.y_at_worst), opened = spec.sens * m.s_at_worst;
+  return fmt::format("{} (error {:.3g} > budget {:.3g}{}); {} of {} elements over budget",
                      mismatch_at(c, j, at_worst(m)), std::abs(m.x_at_worst - m.y_at_worst),
-                     tol.at(m.y_at_worst), m.figures.elements_over, m.figures.numel);
+                     spec.budget(std::abs(m.y_at_worst), m.s_at_worst),
+                     opened > floor ? ", from the element's rounding sensitivity" : "",
+                     m.figures.elements_over, m.figures.numel);
 }
 
 std::string normwise_reason(const Outcome& o, const Policy& p) {
@@ -121,7 +124,9 @@ Outcome decide_scaled(const OutputBaseline& b, const CandidatePass& pass, const 
   o.norm_budget = pass.norm_budget;
   o.elem_budget = pass.elem_budget;
   o.candidate = m.figures;
-  o.elem_margin = m.figures.worst_elem_ratio / nonzero_or_floor(o.elem_budget);
+  // Against each element's own budget (floor or sensitivity), so a margin above 1 is exactly a
+  // failing element.
+  o.elem_margin = m.figures.budget_ratio;
   o.norm_margin = m.figures.normwise_rel / nonzero_or_floor(o.norm_budget);
   const Judge judge = judge_of(b, pass);
   if (m.figures.nonfinite_mismatches > 0) {
@@ -129,7 +134,7 @@ Outcome decide_scaled(const OutputBaseline& b, const CandidatePass& pass, const 
   } else if (m.figures.normwise_rel > o.norm_budget) {
     o.reason = normwise_reason(o, p);
   } else if (m.figures.elements_over > 0) {
-    o.reason = elementwise_reason(c, judge, m, pass.spec.tol);
+    o.reason = elementwise_reason(c, judge, m, pass.spec);
   }
   o.passed = o.reason.empty();
   return o;
@@ -177,7 +182,7 @@ Outcome decide_allclose(const OutputBaseline& b, const CandidatePass& pass, cons
   if (m.figures.nonfinite_mismatches > 0) {
     o.reason = nonfinite_reason(c, judge, m, false);
   } else if (m.figures.elements_over > 0) {
-    o.reason = elementwise_reason(c, judge, m, pass.spec.tol);
+    o.reason = elementwise_reason(c, judge, m, pass.spec);
   }
   o.passed = o.reason.empty();
   return o;
@@ -204,7 +209,8 @@ nlohmann::json Policy::to_json() const {
   return {{"kind", "scaled"},
           {"norm_floor", norm_floor},
           {"elem_floor", elem_floor},
-          {"baseline_multiplier", baseline_multiplier}};
+          {"baseline_multiplier", baseline_multiplier},
+          {"sens_multiplier", sens_multiplier}};
 }
 
 nlohmann::json Outcome::to_json() const {
@@ -242,11 +248,14 @@ CandidatePass plan_candidate_pass(const OutputBaseline& b, const Policy& p) {
   }
   const ErrorFigures base = baseline_figures(b);
   pass.norm_budget = std::max(p.norm_floor, p.baseline_multiplier * base.normwise_rel);
-  pass.elem_budget = std::max(p.elem_floor, p.baseline_multiplier * base.worst_elem_ratio);
+  // The elementwise budget no longer follows the baseline's worst element (a heavy-tailed
+  // maximum that moved between draws): a fixed floor, opened per element by its sensitivity.
+  pass.elem_budget = p.elem_floor;
   pass.spec = {threshold,
                b.truth_scale,
                {pass.elem_budget * nonzero_or_floor(b.truth_scale), pass.elem_budget},
-               true};
+               true,
+               p.sens_multiplier};
   return pass;
 }
 
@@ -272,7 +281,7 @@ Outcome decide(const OutputBaseline& baseline, const CandidatePass& pass,
 }
 
 Outcome compare(const TensorView& candidate, const TensorView& reference, const TensorView& truth,
-                const Policy& policy) {
+                const Policy& policy, const TensorView* sensitivity) {
   const OutputBaseline baseline = describe_baseline(reference, truth);
   if (auto violation = contract_violation(candidate.dtype, candidate.shape, baseline)) {
     Outcome o;
@@ -280,7 +289,8 @@ Outcome compare(const TensorView& candidate, const TensorView& reference, const 
     return o;
   }
   const CandidatePass pass = plan_candidate_pass(baseline, policy);
-  const Measurement m = measure(candidate, pass.against_truth ? truth : reference, pass.spec);
+  const Measurement m = pass.against_truth ? measure(candidate, truth, pass.spec, sensitivity)
+                                           : measure(candidate, reference, pass.spec);
   return decide(baseline, pass, m, candidate.dtype, policy);
 }
 

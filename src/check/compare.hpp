@@ -33,16 +33,22 @@ struct Policy {
   // truth must be within
   //   normwise:    ||c - t|| / ||t|| <= norm_budget,
   //                norm_budget = max(norm_floor, baseline_multiplier * the TF32 baseline's)
-  //   elementwise: |c_i - t_i| <= elem_budget * (|t_i| + scale) for every i, scale = RMS of
-  //                truth (an absolute floor sized to the output, so an all-zero output never
-  //                passes a small-valued problem),
-  //                elem_budget = max(elem_floor, baseline_multiplier * the baseline's
-  //                worst_elem_ratio)
+  //   elementwise: |c_i - t_i| <= max(elem_floor * (|t_i| + scale), sens_multiplier * s_i) for
+  //                every i, scale = RMS of truth (an absolute floor sized to the output, so an
+  //                all-zero output never passes a small-valued problem), s_i the element's own
+  //                rounding sensitivity (RMS change of the float64 run under relative input and
+  //                parameter perturbations of the precision class's unit roundoff, measured by
+  //                the reference worker; 0 where there is no float64 truth)
   //   non-finite:  positions and kinds (NaN, +Inf, -Inf) of the truth cast to the output dtype
   //                must match the candidate's exactly.
   // Integer and bool outputs must be exact, up to the ties the reference itself resolves
   // differently from the truth.
   double norm_floor = 1e-3, elem_floor = 1e-2, baseline_multiplier = 4.0;
+  // K of the elementwise budget. Provisional (with the worker's SENSITIVITY_RUNS = 2) until the
+  // H200 flip count (docs/elementwise-budget.md): with m runs the ratio of an honest error to s_i
+  // is t-distributed with m degrees of freedom, so K trades flips against how much an
+  // ill-conditioned element may be off.
+  double sens_multiplier = 16.0;
 
   static Policy verified();
   static Policy allclose(double atol, double rtol);
@@ -56,8 +62,9 @@ struct Outcome {
   ErrorFigures candidate;
   std::optional<ErrorFigures> baseline;  // the reference against the truth (Scaled only)
   double norm_budget = 0, elem_budget = 0;
-  // How close the verdict was (scaled policy, floating outputs): the candidate's worst element
-  // ratio over the elementwise budget, and its normwise error over the normwise budget. A pass
+  // How close the verdict was (scaled policy, floating outputs): the candidate's largest error
+  // over its element's budget (ErrorFigures::budget_ratio), and its normwise error over the
+  // normwise budget. A pass
   // has both at most 1; a user sees at a glance whether a verdict was narrow.
   std::optional<double> elem_margin, norm_margin;
   nlohmann::json to_json() const;
@@ -68,6 +75,8 @@ struct Outcome {
 struct CandidatePass {
   PassSpec spec;
   bool against_truth = true;
+  // elem_budget: the floor's relative factor F (elem_floor); each element's budget is
+  // spec.budget(|t_i|, s_i).
   double norm_budget = 0, elem_budget = 0;
   nlohmann::json to_json() const;  // {"spec": pass_spec_to_json, "against_truth", budgets}
 };
@@ -92,7 +101,10 @@ Outcome decide(const OutputBaseline& baseline, const CandidatePass& pass,
 // reference itself when no float64 run exists; AllClose judges against `reference` and ignores
 // `truth`. Throws std::invalid_argument when truth and reference disagree in shape (a harness
 // bug, not the candidate's fault).
+// `sensitivity`: the truth's per-element rounding sensitivity s (same shape), or nullptr where
+// the worker measured none.
 Outcome compare(const tensor::TensorView& candidate, const tensor::TensorView& reference,
-                const tensor::TensorView& truth, const Policy& policy);
+                const tensor::TensorView& truth, const Policy& policy,
+                const tensor::TensorView* sensitivity = nullptr);
 
 }  // namespace kbv::check

@@ -54,7 +54,7 @@ KBV_HD inline Kind classify(double v, double threshold) {
 
 // ---- the pass's parameters ------------------------------------------------------------------
 
-// Element i is within tolerance when |x_i - y_i| <= abs + rel * |y_i|.
+// The floor of element i's budget: abs + rel * |y_i| (with sensitivity, see PassSpec::sens).
 struct Tolerance {
   double abs = 0, rel = 0;
   KBV_HD double at(double judged) const { return abs + rel * fabs(judged); }
@@ -66,6 +66,14 @@ struct PassSpec {
   double scale = 0;              // RMS of the judging tensor's finite values
   Tolerance tol;
   bool nan_equal = true;  // whether NaN against NaN is a match (allclose says no)
+  // Multiplier of the element's own rounding sensitivity s_i (a third tensor beside x and y,
+  // docs/protocol.md "Correctness"): element i is within budget when
+  //   |x_i - y_i| <= max(tol.abs + tol.rel * |y_i|, sens * s_i).
+  // 0 (or no sensitivity tensor) leaves the floor alone.
+  double sens = 0;
+  KBV_HD double budget(double judged, double sensitivity) const {
+    return max_of(tol.at(judged), sens * sensitivity);
+  }
 };
 
 // ---- sums of squares ------------------------------------------------------------------------
@@ -137,6 +145,7 @@ struct PassPartial {
   double max_abs;
   double max_rel;           // over elements whose y is non-zero
   double worst_elem_ratio;  // max of |x - y| / (|y| + scale)
+  double budget_ratio;      // max of |x - y| / budget (infinite where a budget of 0 is exceeded)
   std::int64_t elements_over;
   std::int64_t worst;   // index of the largest |x - y| / tol (ties: the smallest index); -1: none
   double worst_excess;  // that ratio (infinite where tol is 0)
@@ -147,7 +156,7 @@ struct PassPartial {
 
 KBV_HD inline PassPartial empty_partial() {
   PassPartial p;
-  p.max_abs = p.max_rel = p.worst_elem_ratio = 0;
+  p.max_abs = p.max_rel = p.worst_elem_ratio = p.budget_ratio = 0;
   p.elements_over = 0;
   p.worst = -1;
   p.worst_excess = 0;
@@ -187,9 +196,10 @@ KBV_HD inline void offer_worst(PassPartial& p, std::int64_t index, double excess
 }
 
 // The figures of one finite pair but its squares; returns x - y. `ratio_scale` is
-// nonzero_or_floor(spec.scale).
+// nonzero_or_floor(spec.scale); `sensitivity` is s_i (0 without a sensitivity tensor).
 KBV_HD inline double accumulate_finite(PassPartial& p, std::int64_t index, double x, double y,
-                                       const PassSpec& spec, double ratio_scale) {
+                                       const PassSpec& spec, double ratio_scale,
+                                       double sensitivity) {
   const double diff = x - y;
   const double d = fabs(diff), judged = fabs(y);
   p.max_abs = max_of(p.max_abs, d);
@@ -199,7 +209,10 @@ KBV_HD inline double accumulate_finite(PassPartial& p, std::int64_t index, doubl
   if (d > p.worst_elem_ratio * (judged + ratio_scale)) {
     p.worst_elem_ratio = max_of(p.worst_elem_ratio, d / (judged + ratio_scale));
   }
-  const double tol = spec.tol.at(judged);
+  const double tol = spec.budget(judged, sensitivity);
+  // The margin of the pass under the budget actually applied (a division only when it moves).
+  if (d > p.budget_ratio * tol)
+    p.budget_ratio = tol > 0 ? max_of(p.budget_ratio, d / tol) : kInfinity;
   if (!(d <= tol)) {
     ++p.elements_over;
     offer_worst(p, index, tol > 0 ? d / tol : kInfinity);
@@ -207,11 +220,11 @@ KBV_HD inline double accumulate_finite(PassPartial& p, std::int64_t index, doubl
   return diff;
 }
 
-// Element `index` of the pass: x judged by y.
-KBV_HD inline void accumulate(PassPartial& p, std::int64_t index, double x, double y,
+// Element `index` of the pass: x judged by y, with y's sensitivity s (0 without one).
+KBV_HD inline void accumulate(PassPartial& p, std::int64_t index, double x, double y, double s,
                               const PassSpec& spec) {
   if (!pair_is_finite(x, y, spec.threshold)) screen_nonfinite(p, index, x, y, spec);
-  const double diff = accumulate_finite(p, index, x, y, spec, nonzero_or_floor(spec.scale));
+  const double diff = accumulate_finite(p, index, x, y, spec, nonzero_or_floor(spec.scale), s);
   add_square(p.diff, diff);
   add_square(p.judged, y);
 }
@@ -222,6 +235,7 @@ KBV_HD inline PassPartial merge(const PassPartial& a, const PassPartial& b) {
   m.max_abs = max_of(a.max_abs, b.max_abs);
   m.max_rel = max_of(a.max_rel, b.max_rel);
   m.worst_elem_ratio = max_of(a.worst_elem_ratio, b.worst_elem_ratio);
+  m.budget_ratio = max_of(a.budget_ratio, b.budget_ratio);
   m.elements_over = a.elements_over + b.elements_over;
   m.worst = a.worst;
   m.worst_excess = a.worst_excess;

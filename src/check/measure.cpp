@@ -54,6 +54,7 @@ json ErrorFigures::to_json() const {
           {"max_rel", encode_double(max_rel)},
           {"normwise_rel", encode_double(normwise_rel)},
           {"worst_elem_ratio", encode_double(worst_elem_ratio)},
+          {"budget_ratio", encode_double(budget_ratio)},
           {"numel", numel},
           {"elements_over", elements_over},
           {"nonfinite_mismatches", nonfinite_mismatches},
@@ -66,6 +67,8 @@ ErrorFigures ErrorFigures::from_json(const json& j) {
   f.max_rel = decode_double(j.at("max_rel"));
   f.normwise_rel = decode_double(j.at("normwise_rel"));
   f.worst_elem_ratio = decode_double(j.at("worst_elem_ratio"));
+  // Absent from the figures of results recorded before the sensitivity budget.
+  f.budget_ratio = j.contains("budget_ratio") ? decode_double(j.at("budget_ratio")) : 0.0;
   f.numel = j.at("numel").get<int64_t>();
   f.elements_over = j.at("elements_over").get<int64_t>();
   f.nonfinite_mismatches = j.at("nonfinite_mismatches").get<int64_t>();
@@ -79,6 +82,7 @@ json Measurement::to_json() const {
           {"first_nonfinite_mismatch", first_nonfinite_mismatch},
           {"x_at_worst", encode_double(x_at_worst)},
           {"y_at_worst", encode_double(y_at_worst)},
+          {"s_at_worst", encode_double(s_at_worst)},
           {"x_at_first_nonfinite", encode_double(x_at_first_nonfinite)},
           {"y_at_first_nonfinite", encode_double(y_at_first_nonfinite)}};
 }
@@ -90,6 +94,7 @@ Measurement Measurement::from_json(const json& j) {
   m.first_nonfinite_mismatch = j.at("first_nonfinite_mismatch").get<int64_t>();
   m.x_at_worst = decode_double(j.at("x_at_worst"));
   m.y_at_worst = decode_double(j.at("y_at_worst"));
+  m.s_at_worst = j.contains("s_at_worst") ? decode_double(j.at("s_at_worst")) : 0.0;
   m.x_at_first_nonfinite = decode_double(j.at("x_at_first_nonfinite"));
   m.y_at_first_nonfinite = decode_double(j.at("y_at_first_nonfinite"));
   return m;
@@ -100,7 +105,8 @@ json pass_spec_to_json(const PassSpec& spec) {
           {"scale", encode_double(spec.scale)},
           {"tol_abs", encode_double(spec.tol.abs)},
           {"tol_rel", encode_double(spec.tol.rel)},
-          {"nan_equal", spec.nan_equal}};
+          {"nan_equal", spec.nan_equal},
+          {"sens", encode_double(spec.sens)}};
 }
 
 PassSpec pass_spec_from_json(const json& j) {
@@ -110,6 +116,7 @@ PassSpec pass_spec_from_json(const json& j) {
   spec.tol.abs = decode_double(j.at("tol_abs"));
   spec.tol.rel = decode_double(j.at("tol_rel"));
   spec.nan_equal = j.at("nan_equal").get<bool>();
+  spec.sens = j.contains("sens") ? decode_double(j.at("sens")) : 0.0;
   return spec;
 }
 
@@ -120,6 +127,7 @@ Measurement finish_measurement(const PassPartial& p, int64_t numel, const PassSp
   f.max_rel = p.max_rel;
   f.normwise_rel = norm_ratio(p.diff, p.judged);
   f.worst_elem_ratio = p.worst_elem_ratio;
+  f.budget_ratio = p.budget_ratio;
   f.numel = numel;
   f.elements_over = p.elements_over;
   f.nonfinite_mismatches = p.nonfinite_mismatches;
@@ -170,16 +178,19 @@ void add_block_squares(SquareSum& s, std::span<const double> xs) {
   s = merge_squares(s, SquareSum{sum, exponent});
 }
 
-// Decodes [first, first + count) of x (and y) block by block and runs visit(first, xs, ys).
+// Decodes [first, first + count) of x (and y, and s) block by block and runs
+// visit(first, xs, ys, ss); a tensor not given comes as an empty span.
 template <class Visit>
-void for_each_block(const TensorView& x, const TensorView* y, int64_t first, int64_t count,
-                    Visit visit) {
-  std::vector<double> xs(kBlock), ys(y != nullptr ? kBlock : 0);
+void for_each_block(const TensorView& x, const TensorView* y, const TensorView* s, int64_t first,
+                    int64_t count, Visit visit) {
+  std::vector<double> xs(kBlock), ys(y != nullptr ? kBlock : 0), ss(s != nullptr ? kBlock : 0);
   for (int64_t at = first; at < first + count; at += kBlock) {
     const size_t len = static_cast<size_t>(std::min(kBlock, first + count - at));
     x.decode(at, {xs.data(), len});
     if (y != nullptr) y->decode(at, {ys.data(), len});
-    visit(at, std::span<double>(xs.data(), len), std::span<double>(ys.data(), y ? len : 0));
+    if (s != nullptr) s->decode(at, {ss.data(), len});
+    visit(at, std::span<double>(xs.data(), len), std::span<double>(ys.data(), y ? len : 0),
+          std::span<double>(ss.data(), s ? len : 0));
   }
 }
 
@@ -192,40 +203,49 @@ bool all_finite(std::span<const double> xs, std::span<const double> ys, double t
 
 }  // namespace
 
-PassPartial measure_partial(const TensorView& x, const TensorView& y, const PassSpec& spec,
-                            int64_t first, int64_t count) {
+PassPartial measure_partial(const TensorView& x, const TensorView& y, const TensorView* sens,
+                            const PassSpec& spec, int64_t first, int64_t count) {
   PassPartial p = empty_partial();
   const double ratio_scale = nonzero_or_floor(spec.scale);
   std::vector<double> diffs(kBlock);
-  for_each_block(x, &y, first, count, [&](int64_t at, std::span<double> xs, std::span<double> ys) {
-    if (!all_finite(xs, ys, spec.threshold)) {
-      for (size_t i = 0; i < xs.size(); ++i) {
-        screen_nonfinite(p, at + int64_t(i), xs[i], ys[i], spec);
-      }
-    }
-    // A local copy the compiler can keep in registers: stores to `diffs` could alias `p`.
-    PassPartial local = p;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      diffs[i] = accumulate_finite(local, at + int64_t(i), xs[i], ys[i], spec, ratio_scale);
-    }
-    add_block_squares(local.diff, {diffs.data(), xs.size()});
-    add_block_squares(local.judged, ys);
-    p = local;
-  });
+  for_each_block(x, &y, sens, first, count,
+                 [&](int64_t at, std::span<double> xs, std::span<double> ys, std::span<double> ss) {
+                   if (!all_finite(xs, ys, spec.threshold)) {
+                     for (size_t i = 0; i < xs.size(); ++i) {
+                       screen_nonfinite(p, at + int64_t(i), xs[i], ys[i], spec);
+                     }
+                   }
+                   // A local copy the compiler can keep in registers: stores to `diffs` could alias
+                   // `p`.
+                   PassPartial local = p;
+                   for (size_t i = 0; i < xs.size(); ++i) {
+                     const double s = ss.empty() ? 0.0 : ss[i];
+                     diffs[i] = accumulate_finite(local, at + int64_t(i), xs[i], ys[i], spec,
+                                                  ratio_scale, s);
+                   }
+                   add_block_squares(local.diff, {diffs.data(), xs.size()});
+                   add_block_squares(local.judged, ys);
+                   p = local;
+                 });
   return p;
 }
 
-Measurement measure(const TensorView& x, const TensorView& y, const PassSpec& spec) {
+Measurement measure(const TensorView& x, const TensorView& y, const PassSpec& spec,
+                    const TensorView* sens) {
   const int64_t n = y.numel();
-  if (x.numel() != n) {
+  if (x.numel() != n || (sens != nullptr && sens->numel() != n)) {
     throw std::invalid_argument("a pass over '" + x.name + "' (" + std::to_string(x.numel()) +
                                 " elements) judged by '" + y.name + "' (" + std::to_string(n) +
-                                " elements)");
+                                " elements)" +
+                                (sens != nullptr ? " with sensitivity '" + sens->name + "' (" +
+                                                       std::to_string(sens->numel()) + " elements)"
+                                                 : std::string()));
   }
-  Measurement m = finish_measurement(measure_partial(x, y, spec, 0, n), n, spec);
+  Measurement m = finish_measurement(measure_partial(x, y, sens, spec, 0, n), n, spec);
   if (m.worst >= 0) {
     m.x_at_worst = x.value_at(m.worst);
     m.y_at_worst = y.value_at(m.worst);
+    if (sens != nullptr) m.s_at_worst = sens->value_at(m.worst);
   }
   if (m.first_nonfinite_mismatch >= 0) {
     m.x_at_first_nonfinite = x.value_at(m.first_nonfinite_mismatch);
@@ -236,16 +256,17 @@ Measurement measure(const TensorView& x, const TensorView& y, const PassSpec& sp
 
 double finite_rms(const TensorView& t, double threshold) {
   RmsPartial p = empty_rms();
-  for_each_block(t, nullptr, 0, t.numel(), [&](int64_t, std::span<double> ts, std::span<double>) {
-    for (double& v : ts) {
-      if (classify(v, threshold) == Kind::Finite) {
-        ++p.finite;
-      } else {
-        v = 0;
-      }
-    }
-    add_block_squares(p.squares, ts);
-  });
+  for_each_block(t, nullptr, nullptr, 0, t.numel(),
+                 [&](int64_t, std::span<double> ts, std::span<double>, std::span<double>) {
+                   for (double& v : ts) {
+                     if (classify(v, threshold) == Kind::Finite) {
+                       ++p.finite;
+                     } else {
+                       v = 0;
+                     }
+                   }
+                   add_block_squares(p.squares, ts);
+                 });
   return rms_of(p);
 }
 

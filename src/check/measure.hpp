@@ -35,6 +35,9 @@ struct ErrorFigures {
   double max_rel = 0;  // over elements whose truth is non-zero
   double normwise_rel = 0;
   double worst_elem_ratio = 0;  // max over elements of |c - t| / (|t| + scale)
+  // max over elements of |c - t| / b_t, b_t the element's budget in the pass (PassSpec::budget):
+  // the elementwise margin, > 1 exactly when some element is over.
+  double budget_ratio = 0;
   int64_t numel = 0;
   int64_t elements_over = 0;  // elements outside their elementwise budget
   int64_t nonfinite_mismatches = 0;
@@ -50,12 +53,14 @@ struct Measurement {
   int64_t worst = -1;  // the element furthest over its tolerance (first of equals); -1 if none
   int64_t first_nonfinite_mismatch = -1;
   double x_at_worst = 0, y_at_worst = 0;  // 0 when there is no such element
+  double s_at_worst = 0;                  // the sensitivity there (0 without a sensitivity tensor)
   double x_at_first_nonfinite = 0, y_at_first_nonfinite = 0;
   nlohmann::json to_json() const;
   static Measurement from_json(const nlohmann::json& j);
 };
 
-// {"threshold", "scale", "tol_abs", "tol_rel", "nan_equal"}: kbv_native.measure's spec argument.
+// {"threshold", "scale", "tol_abs", "tol_rel", "nan_equal", "sens"}: kbv_native.measure's spec
+// argument ("sens" may be absent: 0).
 nlohmann::json pass_spec_to_json(const PassSpec& spec);
 PassSpec pass_spec_from_json(const nlohmann::json& j);
 
@@ -66,12 +71,15 @@ Measurement finish_measurement(const PassPartial& partial, int64_t numel, const 
 // ---- the host pass --------------------------------------------------------------------------
 
 // Elements [first, first + count) of x judged by y (indices stay global, so partials of disjoint
-// ranges merge into the whole pass).
+// ranges merge into the whole pass). `sens`: y's per-element rounding sensitivity (same element
+// count), or nullptr for none (s_i = 0).
 PassPartial measure_partial(const tensor::TensorView& x, const tensor::TensorView& y,
-                            const PassSpec& spec, int64_t first, int64_t count);
+                            const tensor::TensorView* sens, const PassSpec& spec, int64_t first,
+                            int64_t count);
 // The whole pass, with the values at `worst` and `first_nonfinite_mismatch` read back. Throws
-// std::invalid_argument when x and y differ in element count.
-Measurement measure(const tensor::TensorView& x, const tensor::TensorView& y, const PassSpec& spec);
+// std::invalid_argument when x, y (and sens) differ in element count.
+Measurement measure(const tensor::TensorView& x, const tensor::TensorView& y, const PassSpec& spec,
+                    const tensor::TensorView* sens = nullptr);
 // RMS of the values of `t` that stay finite below `threshold` (0 when none does).
 double finite_rms(const tensor::TensorView& t, double threshold);
 

@@ -11,13 +11,14 @@
 namespace kbv::eval {
 
 struct MemoryFacts {
-  bool device = false;         // device memory (a GPU) rather than host memory
-  double total_bytes = 0;      // of the device (host: physical memory)
-  double free_bytes = 0;       // when the problem was loaded (host: MemAvailable)
-  double case_bytes = 0;       // one case resident: inputs, state, the outputs it is judged by
-  double judged_bytes = 0;     // of those, the outputs it is judged by (a timing set keeps its own)
-  double output_bytes = 0;     // the candidate's outputs (the slot)
-  double draw_peak_bytes = 0;  // the reference's device peak while drawing one case
+  bool device = false;     // device memory (a GPU) rather than host memory
+  double total_bytes = 0;  // of the device (host: physical memory)
+  double free_bytes = 0;   // when the problem was loaded (host: MemAvailable)
+  double case_bytes = 0;   // one case resident: inputs, state, the outputs it is judged by
+  // of those, the outputs it is judged by and their sensitivities (a timing set keeps its own)
+  double judged_bytes = 0;
+  double output_bytes = 0;        // the candidate's outputs (the slot)
+  double draw_peak_bytes = 0;     // the reference's device peak while drawing one case
   double forward_peak_bytes = 0;  // of that, its TF32 forward's own (intermediates, outputs)
   double model_bytes = 0;         // the model's parameters and buffers (the candidate has its own)
   int cases = 0;                  // hidden cases of the protocol

@@ -74,7 +74,9 @@ MemoryFacts facts_of(const ReferenceSession& session, const json& first, const P
   f.total_bytes = memory.value("total_bytes", 0.0);
   f.free_bytes = memory.value("free_bytes", 0.0);
   const json bytes = first.value("bytes", json::object());
-  f.judged_bytes = bytes.value("judged", 0.0);
+  // The truth's per-element sensitivity (float32, output-sized, the elementwise budget) stays
+  // resident beside it, in a case and in a timing set alike.
+  f.judged_bytes = bytes.value("judged", 0.0) + bytes.value("sensitivity", 0.0);
   f.case_bytes = bytes.value("inputs", 0.0) + bytes.value("state", 0.0) + f.judged_bytes;
   f.draw_peak_bytes = bytes.value("draw_peak", 0.0);
   f.forward_peak_bytes = bytes.value("forward_peak", 0.0);

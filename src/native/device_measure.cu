@@ -75,15 +75,16 @@ struct MergeRms {
 };
 
 __global__ void __launch_bounds__(kThreads)
-    MeasureKernel(const void* x, DType x_dtype, const void* y, DType y_dtype, std::int64_t n,
-                  PassSpec spec, PassPartial* partials) {
+    MeasureKernel(const void* x, DType x_dtype, const void* y, DType y_dtype, const void* s,
+                  DType s_dtype, std::int64_t n, PassSpec spec, PassPartial* partials) {
   __shared__ PassPartial shared[kThreads];
   PassPartial mine = check::empty_partial();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
+    const double sensitivity = s != nullptr ? tensor::load_as_double(s, s_dtype, i) : 0.0;
     check::accumulate(mine, i, tensor::load_as_double(x, x_dtype, i),
-                      tensor::load_as_double(y, y_dtype, i), spec);
+                      tensor::load_as_double(y, y_dtype, i), sensitivity, spec);
   }
   const PassPartial block = ReduceBlock(mine, shared, MergePass{});
   if (threadIdx.x == 0) partials[blockIdx.x] = block;
@@ -184,14 +185,16 @@ double ValueAt(const void* base, DType dtype, std::int64_t i, cudaStream_t strea
 }  // namespace
 
 check::Measurement MeasureDevice(const void* x, DType x_dtype, const void* y, DType y_dtype,
-                                 std::int64_t numel, const PassSpec& spec, cudaStream_t stream) {
+                                 std::int64_t numel, const PassSpec& spec, cudaStream_t stream,
+                                 const void* s, DType s_dtype) {
   PassPartial total = check::empty_partial();
   if (numel > 0) {
     CheckOperand(x, tensor::element_size(x_dtype), "x");
     CheckOperand(y, tensor::element_size(y_dtype), "y");
+    if (s != nullptr) CheckOperand(s, tensor::element_size(s_dtype), "the sensitivity");
     const int blocks = GridFor(numel);
     DeviceBuffer<PassPartial> partials(static_cast<std::size_t>(blocks), stream);
-    MeasureKernel<<<blocks, kThreads, 0, stream>>>(x, x_dtype, y, y_dtype, numel, spec,
+    MeasureKernel<<<blocks, kThreads, 0, stream>>>(x, x_dtype, y, y_dtype, s, s_dtype, numel, spec,
                                                    partials.get());
     KBV_CUDA_CHECK(cudaGetLastError());
     for (const PassPartial& p : CopyPartials(partials, blocks, stream)) {
@@ -202,6 +205,7 @@ check::Measurement MeasureDevice(const void* x, DType x_dtype, const void* y, DT
   if (m.worst >= 0) {
     m.x_at_worst = ValueAt(x, x_dtype, m.worst, stream);
     m.y_at_worst = ValueAt(y, y_dtype, m.worst, stream);
+    if (s != nullptr) m.s_at_worst = ValueAt(s, s_dtype, m.worst, stream);
   }
   if (m.first_nonfinite_mismatch >= 0) {
     m.x_at_first_nonfinite = ValueAt(x, x_dtype, m.first_nonfinite_mismatch, stream);

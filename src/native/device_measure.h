@@ -17,10 +17,14 @@
 namespace kbv::native {
 
 // x judged by y, `numel` elements each, both on the current device (their dtypes may differ:
-// a float16 output against a float64 truth). Values at the named elements are read back.
+// a float16 output against a float64 truth). `s`: y's per-element rounding sensitivity (numel
+// elements on the same device; nullptr: none, s_i = 0). Values at the named elements are read
+// back.
 check::Measurement MeasureDevice(const void* x, tensor::DType x_dtype, const void* y,
                                  tensor::DType y_dtype, std::int64_t numel,
-                                 const check::PassSpec& spec, cudaStream_t stream);
+                                 const check::PassSpec& spec, cudaStream_t stream,
+                                 const void* s = nullptr,
+                                 tensor::DType s_dtype = tensor::DType::F32);
 
 // RMS of the values that stay finite below `threshold`.
 double FiniteRmsDevice(const void* t, tensor::DType dtype, std::int64_t numel, double threshold,

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -186,6 +187,7 @@ check::PassSpec SpecFrom(const nb::dict& spec) {
   s.tol.abs = DoubleFrom(field("tol_abs"));
   s.tol.rel = DoubleFrom(field("tol_rel"));
   s.nan_equal = nb::cast<bool>(field("nan_equal"));
+  if (spec.contains("sens")) s.sens = DoubleFrom(spec["sens"]);  // absent: no sensitivity term
   return s;
 }
 
@@ -241,13 +243,18 @@ void SameDevice(const Operand& a, const Operand& b) {
   }
 }
 
-check::Measurement MeasureOn(const Operand& x, const Operand& y, const check::PassSpec& spec,
-                             std::uintptr_t stream) {
-  if (x.device < 0) return check::measure(x.view("x"), y.view("y"), spec);
+check::Measurement MeasureOn(const Operand& x, const Operand& y, const Operand* s,
+                             const check::PassSpec& spec, std::uintptr_t stream) {
+  if (x.device < 0) {
+    if (s == nullptr) return check::measure(x.view("x"), y.view("y"), spec);
+    const tensor::TensorView sv = s->view("sensitivity");
+    return check::measure(x.view("x"), y.view("y"), spec, &sv);
+  }
 #if KBV_NATIVE_CUDA
   DeviceGuard guard(x.device);
   return MeasureDevice(x.ptr, x.dtype, y.ptr, y.dtype, x.numel, spec,
-                       reinterpret_cast<cudaStream_t>(stream));
+                       reinterpret_cast<cudaStream_t>(stream), s ? s->ptr : nullptr,
+                       s ? s->dtype : tensor::DType::F32);
 #else
   (void)stream;
   ThrowNoCuda();
@@ -266,15 +273,22 @@ double FiniteRmsOn(const Operand& t, double threshold, std::uintptr_t stream) {
 #endif
 }
 
-nb::object MeasureBinding(nb::handle x, nb::handle y, const nb::dict& spec, std::uintptr_t stream) {
+nb::object MeasureBinding(nb::handle x, nb::handle y, const nb::dict& spec, std::uintptr_t stream,
+                          nb::handle sensitivity) {
   const Operand a = OperandFrom(x, "x", false), b = OperandFrom(y, "y", false);
   SameDevice(a, b);
   if (a.numel != b.numel) throw nb::value_error("x and y differ in numel");
+  std::optional<Operand> sens;
+  if (!sensitivity.is_none()) {
+    sens = OperandFrom(sensitivity, "sensitivity", false);
+    SameDevice(a, *sens);
+    if (sens->numel != a.numel) throw nb::value_error("the sensitivity differs from y in numel");
+  }
   const check::PassSpec s = SpecFrom(spec);
   check::Measurement m;
   {
     nb::gil_scoped_release no_gil;
-    m = MeasureOn(a, b, s, stream);
+    m = MeasureOn(a, b, sens ? &*sens : nullptr, s, stream);
   }
   return ToPython(m.to_json());
 }
@@ -295,7 +309,7 @@ nb::object DescribeOutputBinding(nb::handle reference, nb::handle truth, std::ui
         r.dtype, r.shape, t.dtype, same,
         [&](double threshold) { return FiniteRmsOn(t, threshold, stream); },
         [&](double threshold) { return FiniteRmsOn(r, threshold, stream); },
-        [&](const check::PassSpec& spec) { return MeasureOn(r, t, spec, stream); });
+        [&](const check::PassSpec& spec) { return MeasureOn(r, t, nullptr, spec, stream); });
   }
   return ToPython(b.to_json());
 }
@@ -644,13 +658,17 @@ NB_MODULE(kbv_native, m) {
         "RuntimeError when NVML is not there or the build has no CUDA.");
 
   m.def("measure", &MeasureBinding, "x"_a, "y"_a, "spec"_a, "stream"_a = 0,
+        "sensitivity"_a = nb::none(),
         "One comparison pass of x judged by y, where they live. x and y are (ptr, dtype, numel, "
         "device) of contiguous memory (dtype as torch names it, device -1 for the host); their "
-        "dtypes may differ. spec: {threshold, scale, tol_abs, tol_rel, nan_equal}, doubles as "
-        "floats or 'nan'/'inf'/'-inf'. Returns {figures: {max_abs, max_rel, normwise_rel, "
-        "worst_elem_ratio, numel, elements_over, nonfinite_mismatches, scale}, worst, "
-        "first_nonfinite_mismatch, x_at_worst, y_at_worst, x_at_first_nonfinite, "
-        "y_at_first_nonfinite}, non-finite doubles as those strings.");
+        "dtypes may differ. spec: {threshold, scale, tol_abs, tol_rel, nan_equal, sens "
+        "(optional)}, doubles as floats or 'nan'/'inf'/'-inf'. sensitivity: y's per-element "
+        "rounding sensitivity s, the same kind of tuple (or None): element i's budget is "
+        "max(tol_abs + tol_rel * |y_i|, sens * s_i). Returns {figures: {max_abs, max_rel, "
+        "normwise_rel, worst_elem_ratio, budget_ratio, numel, elements_over, "
+        "nonfinite_mismatches, scale}, worst, first_nonfinite_mismatch, x_at_worst, y_at_worst, "
+        "s_at_worst, x_at_first_nonfinite, y_at_first_nonfinite}, non-finite doubles as those "
+        "strings.");
 
   m.def("describe_output", &DescribeOutputBinding, "reference"_a, "truth"_a, "stream"_a = 0,
         "The baseline of one reference output: reference and truth are (ptr, dtype, shape, "

@@ -97,8 +97,8 @@ std::vector<double> noisy(const std::vector<double>& truth, double relative, uin
 // reference's baseline, the planned pass and the candidate's measurement each cross a JSON
 // channel, and the policy plans and decides on figures alone. Both must give the same outcome.
 Outcome judged(const TensorView& candidate, const TensorView& reference, const TensorView& truth,
-               const Policy& policy) {
-  const Outcome direct = compare(candidate, reference, truth, policy);
+               const Policy& policy, const TensorView* sensitivity = nullptr) {
+  const Outcome direct = compare(candidate, reference, truth, policy, sensitivity);
   const auto relay = [](const nlohmann::json& j) { return nlohmann::json::parse(j.dump()); };
   const OutputBaseline baseline =
       OutputBaseline::from_json(relay(describe_baseline(reference, truth).to_json()));
@@ -109,7 +109,9 @@ Outcome judged(const TensorView& candidate, const TensorView& reference, const T
     const CandidatePass pass = plan_candidate_pass(baseline, policy);
     const PassSpec spec = pass_spec_from_json(relay(pass.to_json())["spec"]);
     const Measurement m = Measurement::from_json(
-        relay(measure(candidate, pass.against_truth ? truth : reference, spec).to_json()));
+        relay((pass.against_truth ? measure(candidate, truth, spec, sensitivity)
+                                  : measure(candidate, reference, spec))
+                  .to_json()));
     split = decide(baseline, pass, m, candidate.dtype, policy);
   }
   EXPECT_EQ(direct.to_json().dump(), split.to_json().dump());
@@ -184,12 +186,46 @@ TEST_F(ScaledTest, BudgetGrowsWithANoisierBaseline) {
   EXPECT_NEAR(o.norm_budget, 4e-3, 1e-4);
   EXPECT_GT(o.norm_budget, judge(candidate).norm_budget);
 
-  // Elementwise too: a baseline whose worst element is 5% off raises the budget to 20%.
+  // Not elementwise: a baseline whose worst element is 5% off no longer raises the elementwise
+  // budget (that maximum is heavy-tailed and moved from draw to draw); the floor stays 1e-2 and
+  // a candidate 3% off at one element fails whatever the baseline did.
   auto spiky = truth_values;
   spiky[7] += 0.05 * (std::abs(spiky[7]) + rms(truth_values));
+  auto off = truth_values;
+  off[9] += 0.03 * (std::abs(off[9]) + rms(truth_values));
   const Outcome spiky_baseline =
-      judged(f32(shape, truth_values), f32(shape, spiky), truth, Policy::verified());
-  EXPECT_NEAR(spiky_baseline.elem_budget, 0.2, 1e-4);
+      judged(f32(shape, off), f32(shape, spiky), truth, Policy::verified());
+  EXPECT_EQ(spiky_baseline.elem_budget, 1e-2);
+  EXPECT_FALSE(spiky_baseline.passed);
+  EXPECT_NEAR(*spiky_baseline.elem_margin, 3.0, 1e-3);
+}
+
+// The sensitivity operand opens the budget of the elements it names, and only there: an
+// element 10% off passes where its sensitivity is 1% of its scale (K = 16), fails where it is
+// 0.1%, and the reason says the budget came from the sensitivity.
+TEST_F(ScaledTest, SensitivityOpensIllConditionedElementsOnly) {
+  const double scale = rms(truth_values);
+  std::vector<double> sens(truth_values.size(), 0.0);
+  sens[11] = 0.01 * (std::abs(truth_values[11]) + scale);
+  sens[12] = 0.001 * (std::abs(truth_values[12]) + scale);
+  const Owned s = f32(shape, sens);
+  const TensorView sv = s.view();
+  std::vector<double> candidate = truth_values;
+  candidate[11] += 0.1 * (std::abs(truth_values[11]) + scale);
+  const Outcome opened = judged(f32(shape, candidate), reference, truth, Policy::verified(), &sv);
+  EXPECT_TRUE(opened.passed) << opened.reason;
+  EXPECT_NEAR(*opened.elem_margin, 0.1 / 0.16, 1e-3);
+  EXPECT_FALSE(judge(candidate).passed);  // the floor alone rejects it
+  candidate[12] += 0.1 * (std::abs(truth_values[12]) + scale);
+  const Outcome o = judged(f32(shape, candidate), reference, truth, Policy::verified(), &sv);
+  EXPECT_FALSE(o.passed);
+  EXPECT_EQ(o.candidate.elements_over, 1);
+  EXPECT_TRUE(contains(o.reason, "element [0, 12] is")) << o.reason;
+  EXPECT_TRUE(contains(o.reason, "from the element's rounding sensitivity")) << o.reason;
+  // Allclose never reads it.
+  const Outcome allclose =
+      judged(f32(shape, candidate), reference, truth, Policy::allclose(1e-4, 1e-4), &sv);
+  EXPECT_FALSE(allclose.passed);
 }
 
 TEST_F(ScaledTest, MarginsSayHowCloseAVerdictWas) {
@@ -218,8 +254,8 @@ TEST_F(ScaledTest, MarginsSayHowCloseAVerdictWas) {
 
 TEST(AllClose, HasNoMargins) {
   const auto t = randn(100, 9);
-  const Outcome o = judged(f32({100}, t), f32({100}, t), f64({100}, t),
-                           Policy::allclose(1e-4, 1e-4));
+  const Outcome o =
+      judged(f32({100}, t), f32({100}, t), f64({100}, t), Policy::allclose(1e-4, 1e-4));
   EXPECT_FALSE(o.elem_margin.has_value());
   EXPECT_FALSE(o.to_json().contains("margins"));
 }
@@ -234,6 +270,7 @@ TEST_F(ScaledTest, ReportsJson) {
   const auto p = Policy::verified().to_json();
   EXPECT_EQ(p["kind"], "scaled");
   EXPECT_EQ(p["baseline_multiplier"], 4.0);
+  EXPECT_EQ(p["sens_multiplier"], 16.0);
   EXPECT_EQ(Policy::allclose(1e-3, 1e-3).to_json()["kind"], "allclose");
 }
 

@@ -346,12 +346,13 @@ TEST_P(EveryDtype, HostPassEqualsTheLegacyPass) {
 // walking the elements grid-stride with accumulate(); a tree of merges in each block; the block
 // partials merged in block order.
 PassPartial simulate_device(const TensorView& x, const TensorView& y, const PassSpec& spec,
-                            int threads, int block) {
+                            int threads, int block, const TensorView* s = nullptr) {
   const int64_t n = x.numel();
   std::vector<PassPartial> partials(threads, empty_partial());
   for (int t = 0; t < threads; ++t) {
     for (int64_t i = t; i < n; i += threads) {
-      accumulate(partials[t], i, x.value_at(i), y.value_at(i), spec);
+      const double si = s != nullptr ? s->value_at(i) : 0.0;
+      accumulate(partials[t], i, x.value_at(i), y.value_at(i), si, spec);
     }
   }
   PassPartial total = empty_partial();
@@ -380,6 +381,26 @@ TEST_P(EveryDtype, SimulatedDevicePassEqualsTheHostPass) {
     EXPECT_EQ(device.worst, host.worst);
     EXPECT_EQ(device.first_nonfinite_mismatch, host.first_nonfinite_mismatch);
   }
+  // With a sensitivity operand (float32, as the worker keeps it) opening some budgets: the same
+  // figures and worst element both ways, and the sensitivity changed the verdict somewhere.
+  std::vector<double> sens(n);
+  for (size_t i = 0; i < n; ++i) sens[i] = (i % 3 == 0) ? 1e-3 * double(i % 101) : 0.0;
+  const Owned s_owned(DType::F32, sens);
+  const TensorView sv = s_owned.view();
+  const TensorView* s = &sv;
+  PassSpec opened = spec;
+  opened.sens = 16;
+  const Measurement host_s = measure(candidate, truth, opened, s);
+  for (const auto& [threads, block] : {std::pair{256, 64}, std::pair{96, 32}}) {
+    const Measurement device =
+        finish_measurement(simulate_device(candidate, truth, opened, threads, block, s), n, opened);
+    expect_same(device.figures, host_s.figures, /*exact_sums=*/false);
+    EXPECT_EQ(device.worst, host_s.worst);
+    EXPECT_EQ(device.figures.budget_ratio, host_s.figures.budget_ratio);
+  }
+  EXPECT_LE(host_s.figures.elements_over, host.figures.elements_over);
+  EXPECT_LE(host_s.figures.budget_ratio, host.figures.budget_ratio);
+  if (host_s.worst >= 0) EXPECT_EQ(host_s.s_at_worst, s->value_at(host_s.worst));
   // The RMS of the finite values, element by element and merged, against the blocked host pass.
   RmsPartial rms = empty_rms();
   for (size_t i = 0; i < n; ++i) accumulate_rms(rms, truth.view().value_at(i), threshold);
@@ -395,7 +416,8 @@ TEST_P(EveryDtype, PartialsMergeInAnyOrder) {
   const int64_t bounds[] = {0, 1, 4000, 4097, 9000, 15000, 15001, int64_t(n)};
   std::vector<PassPartial> chunks;
   for (size_t k = 0; k + 1 < std::size(bounds); ++k) {
-    chunks.push_back(measure_partial(candidate, truth, spec, bounds[k], bounds[k + 1] - bounds[k]));
+    chunks.push_back(
+        measure_partial(candidate, truth, nullptr, spec, bounds[k], bounds[k + 1] - bounds[k]));
   }
   PassPartial forward = empty_partial(), backward = empty_partial();
   for (const auto& c : chunks) forward = merge(forward, c);
@@ -428,25 +450,92 @@ INSTANTIATE_TEST_SUITE_P(Measure, EveryDtype, ::testing::ValuesIn(tensor::kAllDT
 TEST(Elementwise, TiesGoToTheSmallestIndexWhateverTheOrder) {
   const PassSpec spec{kInf, 1, {0.1, 0}, true};
   PassPartial late = empty_partial(), early = empty_partial();
-  accumulate(late, 900, 1.5, 1.0, spec);  // excess 5
-  accumulate(early, 40, 2.5, 2.0, spec);  // excess 5 too
+  accumulate(late, 900, 1.5, 1.0, 0.0, spec);  // excess 5
+  accumulate(early, 40, 2.5, 2.0, 0.0, spec);  // excess 5 too
   EXPECT_EQ(merge(late, early).worst, 40);
   EXPECT_EQ(merge(early, late).worst, 40);
   PassPartial one = empty_partial();
-  accumulate(one, 900, 1.5, 1.0, spec);
-  accumulate(one, 40, 2.5, 2.0, spec);  // seen after, but smaller
+  accumulate(one, 900, 1.5, 1.0, 0.0, spec);
+  accumulate(one, 40, 2.5, 2.0, 0.0, spec);  // seen after, but smaller
   EXPECT_EQ(one.worst, 40);
-  accumulate(one, 7, 1.2, 1.0, spec);  // smaller, but less over
+  accumulate(one, 7, 1.2, 1.0, 0.0, spec);  // smaller, but less over
   EXPECT_EQ(one.worst, 40);
+}
+
+// The budget of an element is the larger of the floor and K * s_i: the sensitivity opens it
+// where it is larger, never narrows it below the floor, and the margin is the error over that
+// budget.
+TEST(Elementwise, SensitivityOpensTheBudgetAboveTheFloorOnly) {
+  PassSpec spec;
+  spec.scale = 1;
+  spec.tol = {1e-2, 1e-2};  // floor 1e-2 * (|y| + 1)
+  spec.sens = 16;
+  EXPECT_DOUBLE_EQ(spec.budget(0.0, 0.0), 1e-2);
+  EXPECT_DOUBLE_EQ(spec.budget(-1.0, 1e-4), 2e-2);  // 16 * 1e-4 < the floor 2e-2
+  EXPECT_DOUBLE_EQ(spec.budget(0.0, 1e-2), 0.16);   // 16 * 1e-2 > the floor
+
+  // Error 0.1 on a near-zero truth: over the floor (1e-2), within 16 * s = 0.16.
+  PassPartial p = empty_partial();
+  accumulate(p, 0, 0.1, 0.0, 1e-2, spec);
+  EXPECT_EQ(p.elements_over, 0);
+  EXPECT_NEAR(p.budget_ratio, 0.1 / 0.16, 1e-15);
+  PassPartial floor_only = empty_partial();
+  accumulate(floor_only, 0, 0.1, 0.0, 0.0, spec);
+  EXPECT_EQ(floor_only.elements_over, 1);
+  EXPECT_NEAR(floor_only.budget_ratio, 10.0, 1e-12);
+  // Without the multiplier the same sensitivity opens nothing.
+  PassSpec no_sens = spec;
+  no_sens.sens = 0;
+  PassPartial closed = empty_partial();
+  accumulate(closed, 0, 0.1, 0.0, 1e-2, no_sens);
+  EXPECT_EQ(closed.elements_over, 1);
+  // A tiny sensitivity does not narrow the floor: error 5e-3 passes.
+  PassPartial tiny = empty_partial();
+  accumulate(tiny, 0, 5e-3, 0.0, 1e-9, spec);
+  EXPECT_EQ(tiny.elements_over, 0);
+  // A zero budget (zero scale, zero truth, zero sensitivity): any error is an infinite margin.
+  PassSpec zero;
+  zero.sens = 16;
+  PassPartial z = empty_partial();
+  accumulate(z, 0, 1e-30, 0.0, 0.0, zero);
+  EXPECT_EQ(z.elements_over, 1);
+  EXPECT_EQ(z.budget_ratio, kInf);
+  EXPECT_EQ(merge(empty_partial(), z).budget_ratio, kInf);
+}
+
+// The host pass with a sensitivity tensor: an element opened by its sensitivity passes, one
+// beyond it is named with its sensitivity, and the reason says where the budget came from.
+TEST(Elementwise, HostPassReadsTheSensitivityAndNamesIt) {
+  const Owned truth(DType::F64, {1.0, 0.0, 0.0, -2.0});
+  const Owned candidate(DType::F32, {1.0, 0.1, 0.5, -2.0});
+  const Owned sens(DType::F32, {0.0, 1e-2, 1e-2, 0.0});
+  PassSpec spec;
+  spec.scale = 1;
+  spec.tol = {1e-2, 1e-2};
+  spec.sens = 16;
+  const TensorView sv = sens.view();
+  const Measurement m = measure(candidate, truth, spec, &sv);
+  EXPECT_EQ(m.figures.elements_over, 1);  // element 2: 0.5 > 0.16; element 1: 0.1 <= 0.16
+  EXPECT_EQ(m.worst, 2);
+  EXPECT_FLOAT_EQ(m.s_at_worst, 1e-2f);
+  EXPECT_NEAR(m.figures.budget_ratio, 0.5 / (16 * double(1e-2f)), 1e-9);
+  const Measurement back = Measurement::from_json(json::parse(m.to_json().dump()));
+  EXPECT_EQ(back.s_at_worst, m.s_at_worst);
+  EXPECT_EQ(back.figures.budget_ratio, m.figures.budget_ratio);
+  const Measurement without = measure(candidate, truth, spec);
+  EXPECT_EQ(without.figures.elements_over, 2);
+  const Owned short_sens(DType::F32, {0.0, 1e-2});
+  const TensorView short_view = short_sens.view();
+  EXPECT_THROW(measure(candidate, truth, spec, &short_view), std::invalid_argument);
 }
 
 TEST(Elementwise, NonFinitePairsAreCountedThenAddNothing) {
   const PassSpec spec{overflow_threshold(DType::F16), 1, {0.01, 0.01}, true};
   PassPartial p = empty_partial();
-  accumulate(p, 3, kNaN, kNaN, spec);   // match (nan_equal)
-  accumulate(p, 5, 70000, kInf, spec);  // both +inf in float16: match
-  accumulate(p, 9, 1.0, -66000, spec);  // -inf in float16: mismatch
-  accumulate(p, 2, kInf, -kInf, spec);  // mismatch, earlier
+  accumulate(p, 3, kNaN, kNaN, 0.0, spec);   // match (nan_equal)
+  accumulate(p, 5, 70000, kInf, 0.0, spec);  // both +inf in float16: match
+  accumulate(p, 9, 1.0, -66000, 0.0, spec);  // -inf in float16: mismatch
+  accumulate(p, 2, kInf, -kInf, 0.0, spec);  // mismatch, earlier
   EXPECT_EQ(p.nonfinite_mismatches, 2);
   EXPECT_EQ(p.first_nonfinite_mismatch, 2);
   EXPECT_EQ(p.max_abs, 0);
@@ -455,7 +544,7 @@ TEST(Elementwise, NonFinitePairsAreCountedThenAddNothing) {
   PassSpec strict = spec;
   strict.nan_equal = false;
   PassPartial q = empty_partial();
-  accumulate(q, 3, kNaN, kNaN, strict);
+  accumulate(q, 3, kNaN, kNaN, 0.0, strict);
   EXPECT_EQ(q.nonfinite_mismatches, 1);
 }
 
@@ -504,7 +593,7 @@ TEST(MeasureJson, DoublesNeverBecomeNaNOrInfinityInTheText) {
 
 TEST(MeasureJson, MeasurementRoundTripsWithNaNAndInfinity) {
   Measurement m;
-  m.figures = {kInf, 0.25, kNaN, 1e-300, 12, 3, 2, 0.5};
+  m.figures = {kInf, 0.25, kNaN, 1e-300, kInf, 12, 3, 2, 0.5};
   m.worst = 7;
   m.first_nonfinite_mismatch = 2;
   m.x_at_worst = -kInf;
@@ -519,6 +608,7 @@ TEST(MeasureJson, MeasurementRoundTripsWithNaNAndInfinity) {
   EXPECT_EQ(back.figures.max_rel, 0.25);
   EXPECT_TRUE(std::isnan(back.figures.normwise_rel));
   EXPECT_EQ(back.figures.worst_elem_ratio, 1e-300);
+  EXPECT_EQ(back.figures.budget_ratio, kInf);
   EXPECT_EQ(back.figures.numel, 12);
   EXPECT_EQ(back.figures.elements_over, 3);
   EXPECT_EQ(back.figures.nonfinite_mismatches, 2);
@@ -569,7 +659,7 @@ TEST(MeasureJson, PassSpecAndBaselineRoundTrip) {
   EXPECT_FALSE(OutputBaseline::from_json(self.to_json()).vs_truth.has_value());
 }
 
-TEST(Plan, BudgetsFollowTheBaseline) {
+TEST(Plan, NormBudgetFollowsTheBaselineElementBudgetIsTheFloorAndSensitivity) {
   OutputBaseline b;
   b.dtype = DType::F32;
   b.shape = {10};
@@ -582,9 +672,12 @@ TEST(Plan, BudgetsFollowTheBaseline) {
   const CandidatePass scaled = plan_candidate_pass(b, Policy::verified());
   EXPECT_TRUE(scaled.against_truth);
   EXPECT_DOUBLE_EQ(scaled.norm_budget, 4e-3);
-  EXPECT_DOUBLE_EQ(scaled.elem_budget, 2e-2);
-  EXPECT_DOUBLE_EQ(scaled.spec.tol.abs, 4e-2);
-  EXPECT_DOUBLE_EQ(scaled.spec.tol.rel, 2e-2);
+  // The baseline's worst element (4 x 5e-3 = 2e-2) no longer widens the elementwise budget: the
+  // floor stays 1e-2 and each element's sensitivity opens it (K = 16).
+  EXPECT_DOUBLE_EQ(scaled.elem_budget, 1e-2);
+  EXPECT_DOUBLE_EQ(scaled.spec.tol.abs, 2e-2);
+  EXPECT_DOUBLE_EQ(scaled.spec.tol.rel, 1e-2);
+  EXPECT_DOUBLE_EQ(scaled.spec.sens, 16.0);
   EXPECT_EQ(scaled.spec.scale, 2);
   EXPECT_TRUE(scaled.spec.nan_equal);
   const CandidatePass allclose = plan_candidate_pass(b, Policy::allclose(1e-4, 2e-4));
@@ -596,6 +689,7 @@ TEST(Plan, BudgetsFollowTheBaseline) {
   const json j = scaled.to_json();
   EXPECT_EQ(j["against_truth"], true);
   EXPECT_EQ(pass_spec_from_json(j["spec"]).tol.rel, scaled.spec.tol.rel);
+  EXPECT_EQ(pass_spec_from_json(j["spec"]).sens, 16.0);
   EXPECT_EQ(contract_violation(DType::F32, {10}, b), std::nullopt);
   EXPECT_EQ(contract_violation(DType::F32, {2, 5}, b),
             "shape [2, 5] differs from the reference's [10]");

@@ -74,14 +74,17 @@ def shaped(t: torch.Tensor) -> tuple:
     return (ptr, dtype, list(t.shape), device)
 
 
-def spec(threshold=INF, scale=1.0, tol_abs=0.0, tol_rel=0.0, nan_equal=True) -> dict:
-    return {
+def spec(threshold=INF, scale=1.0, tol_abs=0.0, tol_rel=0.0, nan_equal=True, sens=None) -> dict:
+    out = {
         "threshold": threshold if threshold != INF else "inf",
         "scale": scale,
         "tol_abs": tol_abs if tol_abs != INF else "inf",
         "tol_rel": tol_rel,
         "nan_equal": nan_equal,
     }
+    if sens is not None:
+        out["sens"] = sens
+    return out
 
 
 def decoded(v):
@@ -392,6 +395,22 @@ def test_measure_nonfinite_positions_and_values():
     assert strict["x_at_first_nonfinite"] == "nan"
 
 
+def test_measure_sensitivity_opens_budgets_and_is_read_back():
+    y = torch.tensor([1.0, 0.0, 0.0, -2.0], dtype=torch.float64)
+    x = torch.tensor([1.0, 0.1, 0.5, -2.0], dtype=torch.float32)
+    s = torch.tensor([0.0, 1e-2, 1e-2, 0.0], dtype=torch.float32)
+    floor = spec(scale=1.0, tol_abs=1e-2, tol_rel=1e-2)
+    m = kn.measure(operand(x), operand(y), spec(1e300, 1.0, 1e-2, 1e-2, True, 16.0), 0, operand(s))
+    assert m["figures"]["elements_over"] == 1 and m["worst"] == 2
+    assert m["s_at_worst"] == pytest.approx(1e-2)
+    assert m["figures"]["budget_ratio"] == pytest.approx(0.5 / (16 * float(s[2])))
+    # No multiplier in the spec, or no tensor: the floor alone.
+    assert kn.measure(operand(x), operand(y), floor, 0, operand(s))["figures"]["elements_over"] == 2
+    assert kn.measure(operand(x), operand(y), floor)["figures"]["elements_over"] == 2
+    with pytest.raises(ValueError):
+        kn.measure(operand(x), operand(y), floor, 0, operand(s[:2].contiguous()))
+
+
 def test_measure_ties_go_to_the_smallest_index():
     x = torch.tensor([0.0, 2.0, 0.0, 3.0, 2.0], dtype=torch.float64)
     y = torch.tensor([0.0, 1.0, 0.0, 2.0, 1.0], dtype=torch.float64)
@@ -637,6 +656,15 @@ def test_gpu_measure_equals_host_measure(name):
             x_gpu, y_gpu = x.cuda(), y.cuda()
             device = kn.measure(operand(x_gpu), operand(y_gpu), s)
             host_and_device_agree(host, device)
+    # With a sensitivity operand (float32, as the worker keeps it) opening some budgets.
+    sens = (0.05 * sample(torch.float64, n, seed=9).abs()).to(torch.float32)
+    opened = spec(threshold=threshold, scale=10.0, tol_abs=0.1, tol_rel=0.01, sens=16.0)
+    host = kn.measure(operand(x), operand(truth), opened, 0, operand(sens))
+    x_gpu, y_gpu, s_gpu = x.cuda(), truth.cuda(), sens.cuda()
+    device = kn.measure(operand(x_gpu), operand(y_gpu), opened, 0, operand(s_gpu))
+    host_and_device_agree(host, device)
+    assert str(device["s_at_worst"]) == str(host["s_at_worst"])
+    assert decoded(device["figures"]["budget_ratio"]) == decoded(host["figures"]["budget_ratio"])
     rms_host = kn.finite_rms(operand(truth), threshold)
     truth_gpu, x_gpu = truth.cuda(), x.cuda()
     assert kn.finite_rms(operand(truth_gpu), threshold) == pytest.approx(rms_host, rel=1e-12)
