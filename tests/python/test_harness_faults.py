@@ -294,11 +294,24 @@ def reference_workers_of(pid: int) -> list[int]:
 
 def kill_the_reference_once_drawn(process: subprocess.Popen, work: Path):
     """SIGKILL to the reference worker of `process` (kbv) while the first candidate is checked:
-    its cases live in its memory (nothing on disk to wait for), so the kill comes a few seconds
-    after it started, inside the first forward's 6 s sleep."""
+    once the reference has shared its first case with the candidate (its calls are traced to
+    `work`/trace.jsonl, see `traced_env`), inside the first forward's 6 s sleep. (A kill at a
+    fixed delay after the reference started came while it still loaded the problem when CI was
+    under load.)"""
     (victim,) = wait_for(lambda: reference_workers_of(process.pid), 120, "the reference")
-    time.sleep(5)
+    trace = work / "trace.jsonl"
+    wait_for(
+        lambda: trace.exists() and '"cmd":"share_case"' in trace.read_text(),
+        300,
+        "the first case shared with the candidate",
+    )
+    time.sleep(1)
     os.kill(victim, signal.SIGKILL)
+
+
+def traced_env(work: Path) -> dict:
+    """The environment of a kbv whose reference `kill_the_reference_once_drawn` kills."""
+    return env_with(TMPDIR=work, KBV_TRACE_CALLS=work / "trace.jsonl")
 
 
 @pytest.mark.e2e
@@ -326,7 +339,7 @@ def test_a_reference_worker_killed_mid_evaluation(tmp_path, cache_dir):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env_with(TMPDIR=work),
+        env=traced_env(work),
     )
     try:
         kill_the_reference_once_drawn(process, work)
@@ -379,7 +392,7 @@ def test_a_reference_killed_beside_an_unsandboxed_candidate_is_its_runtime_error
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env_with(TMPDIR=work),
+        env=traced_env(work),
     )
     try:
         kill_the_reference_once_drawn(process, work)

@@ -40,6 +40,12 @@ def kbv_run(candidates, db, *extra, cache_dir):
     return subprocess.run(command, capture_output=True, text=True, timeout=900)
 
 
+def verdicts_and_reasons(db):
+    with sqlite3.connect(db) as con:
+        found = [json.loads(r) for (r,) in con.execute("SELECT result_json FROM results")]
+    return [(r["verdict"], r["reason"][:300], [f["id"] for f in r["flags"]]) for r in found]
+
+
 def rows(db):
     with sqlite3.connect(db) as con:
         return con.execute(
@@ -61,7 +67,7 @@ def test_run_streams_resumes_and_exports(tmp_path, cache_dir):
         ("modelB", "3_ReLU", 1, 3, 1, "compile_error"),
         ("modelB", "3_ReLU", 1, 3, 2, "timeout"),
         ("plain", "3_ReLU", 1, 3, 0, "correct"),
-    ]
+    ], verdicts_and_reasons(db)  # CI under load once saw the hang `rejected`: say why
     # One evaluation at a time: each task after the first found its worker started ahead,
     # during the evaluation before it.
     with sqlite3.connect(db) as con:
