@@ -706,10 +706,11 @@ class ReferenceRole:
         u = self.roundoff
 
         def perturbed(t: torch.Tensor) -> torch.Tensor:
-            # (1 - u) + 2u * bernoulli = 1 + u * r, built in one float64 tensor of t's size: a
-            # level-1 input is up to 17 GB, so no int64 signs or extra temporaries.
-            factor = torch.empty_like(t).bernoulli_(0.5, generator=gen)
-            return factor.mul_(2 * u).add_(1 - u).mul_(t)
+            # (1 - u) + 2u * bernoulli = 1 + u * r, built in one float64 tensor of t's size and
+            # multiplied by t in place (a float32 input is promoted there, not copied to float64
+            # first): a level-1 input is up to 17 GB, so no int64 signs or extra temporaries.
+            factor = torch.empty(t.shape, dtype=torch.float64, device=t.device)
+            return factor.bernoulli_(0.5, generator=gen).mul_(2 * u).add_(1 - u).mul_(t)
 
         floating = [o.is_floating_point() for o in truth]
         squares = [torch.zeros_like(t) if f else None for t, f in zip(truth, floating, strict=True)]
@@ -721,10 +722,7 @@ class ReferenceRole:
                     for t in params.state_tensors(self.model64).values():
                         if t.is_floating_point():
                             t.copy_(perturbed(t))
-                    inputs64 = [
-                        perturbed(x.to(torch.float64)) if families.is_float(x) else x
-                        for x in inputs
-                    ]
+                    inputs64 = [perturbed(x) if families.is_float(x) else x for x in inputs]
                     out, _ = hosting.as_outputs(self.model64(*inputs64))
                 del inputs64
                 for sq, o, t in zip(squares, out, truth, strict=True):
