@@ -322,23 +322,18 @@ class DeviceThread {
     }
   }
 
- public:
   // A retry waiting for the device alone goes before any new task: this thread lets its kept
   // reference work go (its cases are on the device) and waits until no evaluation on the device
   // runs; the last to stop runs the retries, then every thread goes on. So a failure costs one
   // drain of the device, however long the run.
   void run_waiting_retries() {
     std::unique_lock lock(run_.lock);
-    auto pending = [&] {
-      return std::any_of(run_.deferred.begin(), run_.deferred.end(),
-                         [&](const DeferredRetry& d) { return d.device == device_; });
-    };
     if (!retries_pending()) return;
     lock.unlock();
     let_kept_work_go();
     lock.lock();
     while (retries_pending()) {
-      if (pending() && !run_.retrying.count(device_) && run_.busy[device_] == 0) {
+      if (deferred_here() && !run_.retrying.count(device_) && run_.busy[device_] == 0) {
         std::vector<DeferredRetry> mine;
         std::erase_if(run_.deferred, [&](const DeferredRetry& d) {
           if (d.device != device_) return false;
@@ -358,17 +353,19 @@ class DeviceThread {
     }
   }
 
-  // Under run_.lock: a retry of this device waits for it, or runs.
-  bool retries_pending() const {
-    return run_.retrying.count(device_) > 0 ||
-           std::any_of(run_.deferred.begin(), run_.deferred.end(),
+  // Under run_.lock: a retry of this device waits to run.
+  bool deferred_here() const {
+    return std::any_of(run_.deferred.begin(), run_.deferred.end(),
                        [&](const DeferredRetry& d) { return d.device == device_; });
   }
 
-  // A task whose first attempt failed with the device shared, evaluated again once every
-  // evaluation thread of the run has finished: the device and all of its memory to itself.
-  // (The gate alone stops the others' calls, not their cases and allocator caches: a retried
-  // attention problem ran out of memory again with 7 GB of the H200 free, session 11.)
+  // Under run_.lock: a retry of this device waits for it, or runs.
+  bool retries_pending() const { return run_.retrying.count(device_) > 0 || deferred_here(); }
+
+  // A task whose first attempt failed with the device shared, evaluated again once the
+  // evaluations in progress on the device have finished: the device and all of its memory to
+  // itself. (The gate alone stops the others' calls, not their cases and allocator caches: a
+  // retried attention problem ran out of memory again with 7 GB of the H200 free, session 11.)
   void evaluate_alone(const DeferredRetry& deferred) {
     EvalRequest eval = request_for(deferred.index);
     eval.placement.gate = nullptr;
@@ -377,13 +374,12 @@ class DeviceThread {
     if (!result) return;
     result->add_flag("evaluated_alone", Severity::Info,
                      fmt::format("with the device shared the first attempt ended {}; this verdict "
-                                 "is from a second attempt after the run's other evaluations, "
-                                 "with the device and its memory to itself",
+                                 "is from a second attempt once the evaluations beside it had "
+                                 "finished, with the device and its memory to itself",
                                  deferred.first_attempt));
     record(deferred.index, std::move(*result), deferred.built_in);
   }
 
- private:
   // The reference sessions this thread keeps (the current problem's cases, the next problem's
   // drawn ahead) and its next candidate's worker: stopped, so that their device memory is free.
   void let_kept_work_go() {
@@ -588,17 +584,8 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   std::vector<std::thread> threads;
   for (const auto& device : run.threads_on) threads.emplace_back(DeviceThread(run, device));
   for (auto& t : threads) t.join();
-  // Retries deferred by the last evaluations (no thread was left to run them). Every worker of
-  // the run has ended: the device's memory is all the retry's. Nothing was stored for these
-  // tasks, so a run stopped before a retry evaluates them again on resume.
-  for (const auto& deferred : run.deferred) {
-    if (run.unhealthy.count(deferred.device)) {
-      log(fmt::format("{} is not evaluated again: {} failed its health check; a rerun does",
-                      work.tasks[deferred.index]->candidate.path.string(), deferred.device));
-      continue;
-    }
-    DeviceThread(run, deferred.device).evaluate_alone(deferred);
-  }
+  // Every deferred retry has run by now: the thread that deferred one waits for it before it
+  // takes another task or leaves (run_waiting_retries).
   builder.join();
   summary.evaluation_seconds = seconds_since(run.started);
   return summary;
