@@ -82,11 +82,17 @@ def test_hack_verdict(name, run_eval):
 
 
 @pytest.mark.e2e
-def test_run_dir_tampering_without_sandbox(run_eval):
+def test_run_dir_tampering_without_sandbox(tmp_path, run_eval):
     """Behind the sandbox, the orchestrator's own check: inputs and states of the run directory
-    must be unchanged and no new entries may appear next to them (E2)."""
+    must be unchanged and no new entries may appear next to them (E2).
+
+    Unsandboxed, the hack writes into every run directory of its work root: a work root of its
+    own keeps it out of the evaluations that other test workers run at the same time (CI saw an
+    honest neighbour rejected `run_dir_tampered` for the hack's verdict.json)."""
     candidate = HACKS / "e2_write_run_dir.py"
-    evaluation = run_eval(target_problem(candidate), candidate, "--no-sandbox")
+    evaluation = run_eval(
+        target_problem(candidate), candidate, "--no-sandbox", "--work-dir", str(tmp_path / "work")
+    )
     assert evaluation.verdict == "rejected", evaluation.result["reason"]
     assert "run_dir_tampered" in evaluation.flag_ids("reject")
 
