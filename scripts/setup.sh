@@ -9,7 +9,7 @@ PYTHON=${PYTHON:-python3}
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   need=()
   for pkg in cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev \
-             libssl-dev libsqlite3-dev \
+             libssl-dev libsqlite3-dev libcpp-httplib-dev libcurl4-openssl-dev \
              clang-format chromium; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
   done
