@@ -50,16 +50,23 @@ def test_a_killed_runs_folders_are_reclaimed_by_the_next_run(tmp_path, cache_dir
     work = tmp_path / "work"
     slow = tmp_path / "slow.py"
     slow.write_text(SLOW)
-    killed = kbv_eval(slow, work, cache_dir, tmp_path / "killed.json", start_new_session=True)
-    # Wait until the candidate is inside its forward: both folders exist and hold cases.
+    trace = tmp_path / "trace.jsonl"
+    killed = kbv_eval(
+        slow,
+        work,
+        cache_dir,
+        tmp_path / "killed.json",
+        start_new_session=True,
+        env={**os.environ, "KBV_TRACE_CALLS": str(trace)},
+    )
+    # Wait until the candidate is inside its forward: the reference has shared its first case
+    # with it (kbv's call trace says so; cases are shared memory, not files to look for).
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not any(
-        (work / "kbv-runs" / name / "inputs").exists()
-        and any((work / "kbv-runs" / name / "inputs").iterdir())
-        for name in folders(work)
-        if name.startswith("kbv-cand")
+    while time.monotonic() < deadline and not (
+        trace.exists() and '"cmd":"share_case"' in trace.read_text()
     ):
-        time.sleep(0.5)
+        time.sleep(0.2)
+    assert killed.poll() is None, killed.communicate()
     left = folders(work)
     assert any(n.startswith("kbv-run-") for n in left) and any(
         n.startswith("kbv-cand-") for n in left
