@@ -54,19 +54,9 @@ def test_wrong_candidate_verdict(name, run_eval, monkeypatch):
         assert not evaluation.flag_ids("reject"), result["flags"]
     if verdict in ("incorrect", "rejected", "compile_error", "runtime_error", "timeout"):
         assert result["timing"] is None  # only correct candidates are timed
-
-
-@pytest.mark.e2e
-def test_scale_dropped_passes_native_and_fails_redrawn_parameters(run_eval):
-    """The ones-initialised scale is only caught because parameters are re-drawn (S10)."""
-    candidate = WRONG / "gemm_scale_dropped.py"
-    result = run_eval(target_problem(candidate), candidate).result
-    assert result["correctness"]["native"]["ok"]
-    assert not result["correctness"]["h1_native"]["ok"]
-
-
-@pytest.mark.e2e
-def test_compile_error_carries_the_compiler_message(run_eval):
-    candidate = WRONG / "compile_error.py"
-    result = run_eval(target_problem(candidate), candidate).result
-    assert "error" in result["error_detail"].lower()
+    if name == "compile_error.py":  # the compiler's own words (one failing build, not two)
+        assert "error" in result["error_detail"].lower()
+    if name == "gemm_scale_dropped.py":
+        # The ones-initialised scale is only caught because parameters are re-drawn (S10).
+        assert result["correctness"]["native"]["ok"]
+        assert not result["correctness"]["h1_native"]["ok"]
