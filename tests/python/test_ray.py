@@ -1,0 +1,194 @@
+"""`kbv run --ray ADDRESS` on a local Ray cluster (ray.cluster_utils: a head without CPUs, so no
+task runs beside the driver, and two one-CPU nodes on this machine): its verdicts equal a
+one-machine `kbv run`'s, a rerun evaluates nothing stored, and a node lost mid-shard costs only
+its unfinished tasks, which finish on the other node, with nothing stored twice.
+
+The cluster is slow to start on a small machine, so it is started once, and every scenario that
+needs it is one test: pytest-xdist would otherwise start a cluster per worker."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import CPU_CANDIDATES, PROBLEMS, REPO, WRONG, kbv_binary
+from test_run import QUICK_RUN, kbv_run
+from test_shard_merge import two_problem_suite
+
+sys.path.insert(0, str(REPO / "python"))
+from kbv.ray_run import Attempt, Shard, why_missing  # noqa: E402
+from kbv.ray_shard import ShardError, StoreWatcher, write_files  # noqa: E402
+
+OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's floor is 75 MiB; nothing large goes through it
+
+
+def rows(db):
+    with sqlite3.connect(db) as con:
+        return con.execute(
+            "SELECT key, run, problem, level, problem_id, sample, candidate_path, verdict "
+            "FROM results ORDER BY key"
+        ).fetchall()
+
+
+def kbv_run_ray(address, candidates, db, cache_dir, *extra):
+    """`kbv run --ray` as kbv_run runs `kbv run`, started (the caller reads its stderr)."""
+    command = [
+        kbv_binary(), "run", "--ray", address, "--problems", str(PROBLEMS),
+        "--candidates", str(candidates), "--db", str(db), "--cache-dir", str(cache_dir),
+        "--timeout", "8", *[a for a in QUICK_RUN if a != "-q"], "--jobs", "1", *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
+    # The nodes' Ray workers inherit this environment: they import kbv.ray_shard from this tree
+    # and run this tree's kbv (on a real cluster, the kbv installed on each node).
+    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", "KBV_BIN")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO / "python"), saved["PYTHONPATH"]) if p
+    )
+    os.environ["KBV_BIN"] = kbv_binary()
+    small = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES}
+    started = ray_cluster_utils.Cluster(
+        initialize_head=True,
+        head_node_args={**small, "num_cpus": 0, "include_dashboard": False},
+    )
+    try:
+        nodes = [started.add_node(**small) for _ in range(2)]
+        started.wait_for_nodes()
+        yield started, nodes
+    finally:
+        started.shutdown()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def node_loss_suite(root):
+    """One problem, two candidates evaluated in this order on one node: a quick one, then one
+    that hangs until the call timeout (the window in which its node is lost)."""
+    run = root / "cands" / "modelC"
+    run.mkdir(parents=True)
+    shutil.copy(
+        CPU_CANDIDATES / "level1" / "3_ReLU.py", run / "level_1_problem_3_sample_0_kernel.py"
+    )
+    shutil.copy(WRONG / "hangs.py", run / "level_1_problem_3_sample_1_kernel.py")
+    return root / "cands"
+
+
+@pytest.mark.e2e
+def test_ray_run_matches_one_machine_resumes_and_survives_a_lost_node(cluster, tmp_path, cache_dir):
+    ray_cluster, nodes = cluster
+    address = ray_cluster.address
+
+    # 1. The bundled suite's slice (two problems, three tasks) on the cluster and on one machine.
+    candidates = two_problem_suite(tmp_path / "same")
+    whole = tmp_path / "whole.sqlite"
+    done = kbv_run(candidates, whole, cache_dir=cache_dir)
+    assert done.returncode == 0, done.stderr
+    on_ray = tmp_path / "ray.sqlite"
+    run = kbv_run_ray(address, candidates, on_ray, cache_dir)
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err
+    assert "3 tasks: 3 evaluated now, 0 already stored" in out, out
+    assert "on 2 Ray nodes" in out or "on 1 Ray node" in out, out
+    assert len(re.findall(r"\[\d/3\] ", err)) == 3, err  # a progress line per row, as kbv run's
+    assert rows(on_ray) == rows(whole)  # keys, row info, this machine's paths and the verdicts
+
+    # 2. A rerun evaluates nothing stored: no task is sent.
+    run = kbv_run_ray(address, candidates, on_ray, cache_dir)
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err
+    assert "3 tasks: 0 evaluated now, 3 already stored" in out, out
+    assert "started on" not in err
+
+    # 3. A node lost after the first of its shard's two rows: the other task goes elsewhere.
+    candidates = node_loss_suite(tmp_path / "loss")
+    lossy = tmp_path / "lossy.sqlite"
+    run = kbv_run_ray(address, candidates, lossy, cache_dir)
+    err_lines, first_node = [], None
+    deadline = time.monotonic() + 300
+    for line in run.stderr:
+        err_lines.append(line)
+        started = re.search(r"started on \S+ \(node ([0-9a-f]+)\)", line)
+        if started and first_node is None:
+            first_node = started.group(1)
+        if line.startswith("[kbv] [1/2]"):
+            assert "sample_0" in line, line  # the quick one came back; the hanging one runs
+            (lost,) = [n for n in nodes if n.node_id == first_node]
+            ray_cluster.remove_node(lost)
+            break
+        assert time.monotonic() < deadline, "".join(err_lines)
+    out, err = run.communicate(timeout=300)
+    err = "".join(err_lines) + err
+    assert run.returncode == 0, err
+    assert "1 of its 2 tasks submitted again (attempt 2 of 3)" in err, err
+    assert "[2/2]" in err and "sample_1" in err, err
+    assert "2 tasks: 2 evaluated now" in out, out
+    stored = rows(lossy)
+    assert len(stored) == 2 and len({r[0] for r in stored}) == 2
+    assert sorted(r[-1] for r in stored) == ["correct", "timeout"], stored
+    assert "not kept" not in err and "replaced the first" not in err  # nothing came back twice
+
+
+def test_ray_refuses_shard_and_devices(tmp_path):
+    for extra in (["--shard", "0/2"], ["--devices", "cpu,cpu"]):
+        done = subprocess.run(
+            [kbv_binary(), "run", "--ray", "auto", "--problems", str(PROBLEMS),
+             "--candidates", str(tmp_path), "--db", str(tmp_path / "x.sqlite"), *extra],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert "--ray splits the suite itself" in done.stderr
+        assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_a_shard_ships_its_files_in_their_layout(tmp_path):
+    problem = tmp_path / "p" / "level1" / "3_ReLU.py"
+    problem.parent.mkdir(parents=True)
+    problem.write_text("# problem\n")
+    cands = [tmp_path / "c" / f"s{i}.py" for i in range(2)]
+    cands[0].parent.mkdir()
+    for i, c in enumerate(cands):
+        c.write_text(f"# candidate {i}\n")
+    shard = Shard.from_plan(
+        {
+            "problem": {"path": str(problem), "relative": "level1/3_ReLU.py"},
+            "tasks": [
+                {"key": f"k{i}", "path": str(c), "relative": f"run/s{i}.py"}
+                for i, c in enumerate(cands)
+            ],
+        }
+    )
+    files = shard.files({"k1"})  # a shard sent again: only what is missing
+    assert files == {
+        "problems/level1/3_ReLU.py": b"# problem\n",
+        "candidates/run/s1.py": b"# candidate 1\n",
+    }
+    node = tmp_path / "node"
+    write_files(node, files)
+    assert (node / "candidates" / "run" / "s1.py").read_bytes() == b"# candidate 1\n"
+    with pytest.raises(ShardError):
+        write_files(node, {"../escape.py": b""})
+    assert not (tmp_path / "escape.py").exists()
+
+
+def test_the_node_side_reads_its_rows_through_kbv_export(tmp_path):
+    watcher = StoreWatcher(kbv_binary(), tmp_path / "absent.sqlite")
+    assert watcher.new_rows() == []  # nothing stored yet
+    shard = Shard("p", "level1/3_ReLU.py", [])
+    missing = Attempt(shard, 1, {"k"}, node="10.0.0.2", status=0)
+    missing.output = "problem /x/3_ReLU.py could not be evaluated (its candidates were skipped): x"
+    assert why_missing(missing).startswith("on 10.0.0.2: problem /x/3_ReLU.py could not")
+    failed = Attempt(shard, 1, {"k"}, node="10.0.0.2", status=3, output="kbv: internal error")
+    assert "ended with status 3" in why_missing(failed)
