@@ -29,6 +29,13 @@ from kbv.ray_shard import evaluate_shard
 RAY_PIN = "ray==2.60.0"  # as scripts/setup.sh installs it
 
 
+NODE_ID_CHARS = 12  # of a node's id in progress lines: enough to tell nodes apart
+
+
+def tasks(n: int) -> str:
+    return f"{n} task" if n == 1 else f"{n} tasks"
+
+
 def say_on_stderr(line: str) -> None:
     print(f"[kbv] {line}", file=sys.stderr, flush=True)
 
@@ -82,16 +89,21 @@ class Attempt:
         return self.keys - self.received
 
 
+BROKEN_PROBLEM = "could not be evaluated (its candidates were skipped): "
+
+
 def why_missing(attempt: Attempt) -> str:
     """What the node's kbv said about the tasks it stored nothing for (a broken problem's line of
     its summary, or its exit status and last words)."""
     lines = attempt.output.splitlines()
-    said = [line for line in lines if "could not be evaluated" in line or "kbv:" in line]
     where = f"on {attempt.node}"
     if attempt.status not in (0, None):
         tail = " | ".join(lines[-3:])
         return f"kbv {where} ended with status {attempt.status}: {tail}"
-    return f"{where}: {said[0]}" if said else f"{where}: kbv stored no result for it"
+    for line in lines:  # kbv run's summary line for a problem it could not evaluate
+        if BROKEN_PROBLEM in line:
+            return f"{where}: {line.split(BROKEN_PROBLEM, 1)[1]}"
+    return f"{where}: kbv stored no result for it"
 
 
 class ShardQueue:
@@ -160,14 +172,19 @@ class ShardQueue:
             attempt.node = item["node"]
             again = f", attempt {attempt.number}" if attempt.number > 1 else ""
             self.say(
-                f"ray: {attempt.shard.name} ({len(attempt.keys)} tasks{again}) started on "
-                f"{item['node']} (node {item['node_id']})"
+                f"ray: {attempt.shard.name} ({tasks(len(attempt.keys))}{again}) started on "
+                f"{item['node']} (node {item['node_id'][:NODE_ID_CHARS]})"
             )
         elif kind == "row":
             key = item["row"]["_row"]["key"]
             if key in attempt.keys and key not in attempt.received:
                 attempt.received.add(key)
-                yield {"event": "row", "node": item["node"], "row": item["row"]}
+                yield {
+                    "event": "row",
+                    "node": item["node"],
+                    "node_id": item["node_id"],
+                    "row": item["row"],
+                }
         elif kind == "ended":
             attempt.status, attempt.output = item["status"], item["output"]
 
@@ -196,7 +213,7 @@ class ShardQueue:
 
     def _missing(self, attempt: Attempt, why: str) -> dict:
         left = sorted(attempt.left())
-        self.say(f"ray: {attempt.shard.name}: {len(left)} tasks not evaluated: {why}")
+        self.say(f"ray: {attempt.shard.name}: {tasks(len(left))} not evaluated: {why}")
         return {"event": "missing", "shard": attempt.shard.name, "keys": left, "why": why}
 
 

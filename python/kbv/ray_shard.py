@@ -147,7 +147,10 @@ def evaluate_shard(
             if process.poll() is None:  # the generator was closed or cancelled
                 process.kill()
                 process.wait()
+        # Paths in kbv's words relative to the trees, as the driver's user knows them.
         text = log.read_text(errors="replace")
+        for tree in ("problems", "candidates"):
+            text = text.replace(f"{folder / tree}/", "")
         yield {"event": "ended", **identity, "status": status, "output": text[-OUTPUT_TAIL_CHARS:]}
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -120,7 +120,9 @@ class RowSink {
 
   void take(const json& event) {
     const std::string kind = event.value("event", "");
-    if (kind == "row") return store_row(event.at("row"), event.value("node", "?"));
+    if (kind == "row") {
+      return store_row(event.at("row"), event.value("node", "?"), event.value("node_id", ""));
+    }
     if (kind == "missing") return note_missing(event);
   }
 
@@ -129,7 +131,9 @@ class RowSink {
     if (progress_) progress_(line);
   }
 
-  void store_row(json row, const std::string& node) {
+  // `node` names the node in progress lines (its address); `node_id` tells nodes apart (several
+  // may share an address).
+  void store_row(json row, const std::string& node, const std::string& node_id) {
     const std::string key = row.at("_row").value("key", "");
     const auto planned = planned_.find(key);
     if (planned == planned_.end()) {
@@ -164,7 +168,7 @@ class RowSink {
                       task.candidate.run, task.candidate.path.filename().string(), stored.why));
       return;  // counted once
     }
-    nodes_.insert(node);
+    nodes_.insert(node_id.empty() ? node : node_id);
     const std::string verdict = row.value("verdict", "unknown");
     ++summary_.evaluated;
     summary_.verdicts[verdict] += 1;
@@ -274,11 +278,12 @@ SuiteSummary run_on_ray(const SuiteRequest& suite, const RayRunRequest& ray) {
   store::Store db(suite.database);
   const WorkList work = work_left(found.tasks, db, suite, summary);
   const json plan = ray_plan(work, suite, ray);
+  const size_t shards = plan["shards"].size();
   log(
-      fmt::format("{} tasks: {} already in {}, {} to evaluate on the Ray cluster at {} ({} shards, "
-                  "one per problem)",
+      fmt::format("{} tasks: {} already in {}, {} to evaluate on the Ray cluster at {} ({} "
+                  "shard{}, one per problem)",
                   summary.tasks, summary.already_done, suite.database.string(), work.tasks.size(),
-                  ray.address, plan["shards"].size()));
+                  ray.address, shards, shards == 1 ? "" : "s"));
   if (work.tasks.empty()) return summary;
 
   const auto started = Clock::now();

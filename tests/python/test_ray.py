@@ -36,10 +36,10 @@ def rows(db):
         ).fetchall()
 
 
-def kbv_run_ray(address, candidates, db, cache_dir, *extra):
+def kbv_run_ray(address, candidates, db, cache_dir, *extra, problems=PROBLEMS):
     """`kbv run --ray` as kbv_run runs `kbv run`, started (the caller reads its stderr)."""
     command = [
-        kbv_binary(), "run", "--ray", address, "--problems", str(PROBLEMS),
+        kbv_binary(), "run", "--ray", address, "--problems", str(problems),
         "--candidates", str(candidates), "--db", str(db), "--cache-dir", str(cache_dir),
         "--timeout", "8", *[a for a in QUICK_RUN if a != "-q"], "--jobs", "1", *extra,
     ]  # fmt: skip
@@ -75,15 +75,22 @@ def cluster():
 
 
 def node_loss_suite(root):
-    """One problem, two candidates evaluated in this order on one node: a quick one, then one
-    that hangs until the call timeout (the window in which its node is lost)."""
+    """3_ReLU with two candidates evaluated in this order on one node: a quick one, then one that
+    hangs until the call timeout (the window in which its node is lost); and a problem that
+    cannot be imported, with one candidate."""
+    problems = root / "problems" / "level1"
+    problems.mkdir(parents=True)
+    shutil.copy(PROBLEMS / "level1" / "3_ReLU.py", problems)
+    (problems / "99_Broken.py").write_text(
+        "import torch\nraise RuntimeError('this problem is broken on purpose')\n"
+    )
     run = root / "cands" / "modelC"
     run.mkdir(parents=True)
-    shutil.copy(
-        CPU_CANDIDATES / "level1" / "3_ReLU.py", run / "level_1_problem_3_sample_0_kernel.py"
-    )
+    relu = CPU_CANDIDATES / "level1" / "3_ReLU.py"
+    shutil.copy(relu, run / "level_1_problem_3_sample_0_kernel.py")
     shutil.copy(WRONG / "hangs.py", run / "level_1_problem_3_sample_1_kernel.py")
-    return root / "cands"
+    shutil.copy(relu, run / "level_1_problem_99_sample_0_kernel.py")
+    return root / "problems", root / "cands"
 
 
 @pytest.mark.e2e
@@ -99,42 +106,51 @@ def test_ray_run_matches_one_machine_resumes_and_survives_a_lost_node(cluster, t
     on_ray = tmp_path / "ray.sqlite"
     run = kbv_run_ray(address, candidates, on_ray, cache_dir)
     out, err = run.communicate(timeout=600)
+    print(err, out)  # shown when the test fails, with -rP otherwise
     assert run.returncode == 0, err
     assert "3 tasks: 3 evaluated now, 0 already stored" in out, out
-    assert "on 2 Ray nodes" in out or "on 1 Ray node" in out, out
+    assert "on 2 Ray nodes" in out, out  # the two problems at once, one per node
     assert len(re.findall(r"\[\d/3\] ", err)) == 3, err  # a progress line per row, as kbv run's
     assert rows(on_ray) == rows(whole)  # keys, row info, this machine's paths and the verdicts
 
     # 2. A rerun evaluates nothing stored: no task is sent.
     run = kbv_run_ray(address, candidates, on_ray, cache_dir)
     out, err = run.communicate(timeout=300)
+    print(err, out)
     assert run.returncode == 0, err
     assert "3 tasks: 0 evaluated now, 3 already stored" in out, out
     assert "started on" not in err
 
-    # 3. A node lost after the first of its shard's two rows: the other task goes elsewhere.
-    candidates = node_loss_suite(tmp_path / "loss")
+    # 3. A node lost after the first of its shard's two rows: the other task goes elsewhere. Beside
+    # it, a problem that cannot be imported is reported with the node's reason, not retried.
+    problems, candidates = node_loss_suite(tmp_path / "loss")
     lossy = tmp_path / "lossy.sqlite"
-    run = kbv_run_ray(address, candidates, lossy, cache_dir)
-    err_lines, first_node = [], None
+    run = kbv_run_ray(address, candidates, lossy, cache_dir, problems=problems)
+    err_lines, relu_node = [], None
     deadline = time.monotonic() + 300
     for line in run.stderr:
         err_lines.append(line)
-        started = re.search(r"started on \S+ \(node ([0-9a-f]+)\)", line)
-        if started and first_node is None:
-            first_node = started.group(1)
-        if line.startswith("[kbv] [1/2]"):
+        started = re.search(r"3_ReLU.py \(2 tasks\) started on \S+ \(node ([0-9a-f]+)\)", line)
+        if started:
+            relu_node = started.group(1)
+        if line.startswith("[kbv] [1/3] "):
             assert "sample_0" in line, line  # the quick one came back; the hanging one runs
-            (lost,) = [n for n in nodes if n.node_id == first_node]
+            (lost,) = [n for n in nodes if n.node_id.startswith(relu_node)]
             ray_cluster.remove_node(lost)
             break
         assert time.monotonic() < deadline, "".join(err_lines)
     out, err = run.communicate(timeout=300)
     err = "".join(err_lines) + err
+    print(err, out)
     assert run.returncode == 0, err
     assert "1 of its 2 tasks submitted again (attempt 2 of 3)" in err, err
-    assert "[2/2]" in err and "sample_1" in err, err
-    assert "2 tasks: 2 evaluated now" in out, out
+    assert "[2/3]" in err and "sample_1" in err, err
+    assert "3 tasks: 2 evaluated now" in out, out
+    assert "on 2 Ray nodes" in out, out
+    broken = problems / "level1" / "99_Broken.py"
+    assert f"problem {broken} could not be evaluated (its candidates were skipped): on " in out
+    assert "raised RuntimeError: this problem is broken on purpose" in out, out
+    assert "kbv-shard-" not in out  # the node's folder is not in the reason
     stored = rows(lossy)
     assert len(stored) == 2 and len({r[0] for r in stored}) == 2
     assert sorted(r[-1] for r in stored) == ["correct", "timeout"], stored
@@ -151,6 +167,29 @@ def test_ray_refuses_shard_and_devices(tmp_path):
         assert done.returncode == 2, done.stderr
         assert "--ray splits the suite itself" in done.stderr
         assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_without_ray_it_says_how_to_install_it(tmp_path):
+    """A Python without Ray (here: one where importing it fails) is a usage error naming the pin;
+    nothing is evaluated."""
+    python = tmp_path / "python-without-ray"
+    python.write_text(
+        "#!/bin/sh\n"
+        "shift 2  # -m kbv.ray_run\n"
+        f"exec {sys.executable} -c \"import sys; sys.modules['ray'] = None; "
+        'from kbv.ray_run import main; sys.exit(main(sys.argv[1:]))" "$@"\n'
+    )
+    python.chmod(0o755)
+    candidates = two_problem_suite(tmp_path)
+    done = subprocess.run(
+        [kbv_binary(), "run", "--ray", "auto", "--problems", str(PROBLEMS),
+         "--candidates", str(candidates), "--db", str(tmp_path / "x.sqlite"), "--device", "cpu"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "KBV_PYTHON": str(python)},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "kbv run --ray needs Ray" in done.stderr and "ray==2.60.0" in done.stderr
+    assert "3 tasks: 0 already in" in done.stderr  # the plan was made; nothing more
+    assert "[1/3]" not in done.stderr
 
 
 def test_a_shard_ships_its_files_in_their_layout(tmp_path):
@@ -188,7 +227,15 @@ def test_the_node_side_reads_its_rows_through_kbv_export(tmp_path):
     assert watcher.new_rows() == []  # nothing stored yet
     shard = Shard("p", "level1/3_ReLU.py", [])
     missing = Attempt(shard, 1, {"k"}, node="10.0.0.2", status=0)
-    missing.output = "problem /x/3_ReLU.py could not be evaluated (its candidates were skipped): x"
-    assert why_missing(missing).startswith("on 10.0.0.2: problem /x/3_ReLU.py could not")
+    missing.output = (
+        "1 tasks: 0 evaluated now, 0 already stored, 0 files skipped\n"
+        "problem level1/3_ReLU.py could not be evaluated (its candidates were skipped): "
+        "level1/3_ReLU.py: importing 3_ReLU.py raised RuntimeError: broken\n"
+    )
+    assert why_missing(missing) == (
+        "on 10.0.0.2: level1/3_ReLU.py: importing 3_ReLU.py raised RuntimeError: broken"
+    )
+    missing.output = ""
+    assert why_missing(missing) == "on 10.0.0.2: kbv stored no result for it"
     failed = Attempt(shard, 1, {"k"}, node="10.0.0.2", status=3, output="kbv: internal error")
     assert "ended with status 3" in why_missing(failed)
