@@ -105,6 +105,28 @@ class StoreWatcher:
         return rows
 
 
+SHARD_FOLDER_PREFIX = "kbv-shard-"
+
+
+def shard_folder() -> Path:
+    """A new node-local folder for a shard, named after this process so that a later task can
+    tell it was abandoned."""
+    return Path(tempfile.mkdtemp(prefix=f"{SHARD_FOLDER_PREFIX}{os.getpid()}-"))
+
+
+def reclaim_abandoned_folders(root: Path | None = None) -> int:
+    """Removes the shard folders whose task's process is gone (a task killed with its node's
+    Ray worker never ran its clean-up); returns how many. kbv's own work folders of a killed run
+    are reclaimed by the next kbv run on the node."""
+    removed = 0
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{SHARD_FOLDER_PREFIX}*"):
+        owner = folder.name[len(SHARD_FOLDER_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def node_identity() -> dict:
     import ray
 
@@ -120,7 +142,8 @@ def evaluate_shard(
     identity = node_identity()
     kbv = kbv_command()
     yield {"event": "started", **identity}
-    folder = Path(tempfile.mkdtemp(prefix="kbv-shard-"))
+    reclaim_abandoned_folders()
+    folder = shard_folder()
     try:
         write_files(folder, files)
         database = folder / "shard.sqlite"

@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -44,6 +46,10 @@ class DriverProcess {
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("cannot start the Ray driver: fork failed");
     if (pid_ == 0) {
+      // The driver ends with this process (Ctrl-C, kill -9): with no one to store its rows, its
+      // tasks would evaluate for nothing, and Ray stops a dead driver's tasks. SIGKILL, since
+      // Ray's handler answers SIGTERM with a stack dump, which is noise here.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       ::dup2(out[1], STDOUT_FILENO);
       if (!pythonpath.empty()) ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
       const std::string plan_text = plan.string();
@@ -187,11 +193,12 @@ class RowSink {
       }
     }
     const size_t total = work_.tasks.size(), finished = done_.size();
+    // The time per result so far, over what is still to come (tasks given up on are not).
     const double per = seconds_since(started_) / static_cast<double>(finished);
+    const size_t to_come = total - std::min(total, finished + given_up_.size());
     log(fmt::format("[{}/{}] {} {} on {}: {} | {} | ETA {:.0f} s", finished, total,
                     task.candidate.run, task.candidate.path.filename().string(), node, verdict,
-                    verdict_counts(summary_.verdicts),
-                    per * static_cast<double>(total - finished)));
+                    verdict_counts(summary_.verdicts), per * static_cast<double>(to_come)));
   }
 
   // A shard that ended without some of its rows: its problem could not be evaluated there (kbv
@@ -201,6 +208,7 @@ class RowSink {
     for (const auto& key : keys) {
       const auto planned = planned_.find(key.get<std::string>());
       if (planned == planned_.end() || done_.count(planned->first)) continue;
+      given_up_.insert(planned->first);
       const auto& problem = work_.tasks[planned->second]->problem.path;
       if (missing_problems_.insert(problem).second) {
         summary_.broken_problems.push_back({problem, event.value("why", "no result came back")});
@@ -218,7 +226,7 @@ class RowSink {
   const std::function<void(const std::string&)>& progress_;
   Clock::time_point started_;
   std::map<std::string, size_t> planned_;  // key -> its index in work_
-  std::set<std::string> done_, unplanned_;
+  std::set<std::string> done_, unplanned_, given_up_;
   std::set<std::string> nodes_;
   std::set<fs::path> missing_problems_;
 };

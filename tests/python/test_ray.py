@@ -23,7 +23,12 @@ from test_shard_merge import two_problem_suite
 
 sys.path.insert(0, str(REPO / "python"))
 from kbv.ray_run import Attempt, Shard, why_missing  # noqa: E402
-from kbv.ray_shard import ShardError, StoreWatcher, write_files  # noqa: E402
+from kbv.ray_shard import (  # noqa: E402
+    ShardError,
+    StoreWatcher,
+    reclaim_abandoned_folders,
+    write_files,
+)
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's floor is 75 MiB; nothing large goes through it
 
@@ -239,3 +244,14 @@ def test_the_node_side_reads_its_rows_through_kbv_export(tmp_path):
     assert why_missing(missing) == "on 10.0.0.2: kbv stored no result for it"
     failed = Attempt(shard, 1, {"k"}, node="10.0.0.2", status=3, output="kbv: internal error")
     assert "ended with status 3" in why_missing(failed)
+
+
+def test_a_killed_tasks_folder_is_reclaimed_by_the_next(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    abandoned = tmp_path / f"kbv-shard-{dead.pid}-abc"
+    running = tmp_path / f"kbv-shard-{os.getpid()}-def"
+    for folder in (abandoned, running):
+        (folder / "candidates").mkdir(parents=True)
+    assert reclaim_abandoned_folders(tmp_path) == 1
+    assert not abandoned.exists() and running.exists()
