@@ -14,7 +14,6 @@
 #include <set>
 
 #include "core/clock.hpp"
-#include "eval/workspace.hpp"
 #include "orchestrate/worker_process.hpp"
 #include "store/ingest.hpp"
 
@@ -43,6 +42,7 @@ class DriverProcess {
     if (const char* existing = std::getenv("PYTHONPATH"); existing && *existing) {
       pythonpath += (pythonpath.empty() ? "" : ":") + std::string(existing);
     }
+    const std::string plan_text = plan.string();
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("cannot start the Ray driver: fork failed");
     if (pid_ == 0) {
@@ -52,7 +52,6 @@ class DriverProcess {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       ::dup2(out[1], STDOUT_FILENO);
       if (!pythonpath.empty()) ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
-      const std::string plan_text = plan.string();
       const char* argv[] = {python.c_str(),    "-m",   "kbv.ray_run", "--plan",
                             plan_text.c_str(), nullptr};
       ::execvp(argv[0], const_cast<char* const*>(argv));
@@ -65,7 +64,7 @@ class DriverProcess {
   ~DriverProcess() {
     if (lines_) std::fclose(lines_);
     if (pid_ > 0 && !waited_) {
-      ::kill(pid_, SIGTERM);
+      ::kill(pid_, SIGKILL);  // as when this process dies (above)
       ::waitpid(pid_, nullptr, 0);
     }
   }
@@ -317,7 +316,7 @@ SuiteSummary run_on_ray(const SuiteRequest& suite, const RayRunRequest& ray) {
   const int status = driver.wait();
   summary.evaluation_seconds = seconds_since(started);
   summary.ray_nodes = sink.nodes();
-  if (status == 2) {
+  if (status == 2 || status == 127) {  // its usage errors (no Ray, no cluster), no Python
     throw eval::UsageError("the Ray driver stopped (above: why); nothing more was stored");
   }
   if (status != 0) {
