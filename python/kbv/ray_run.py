@@ -37,7 +37,10 @@ def tasks(n: int) -> str:
 
 
 def say_on_stderr(line: str) -> None:
-    print(f"[kbv] {line}", file=sys.stderr, flush=True)
+    # On a terminal kbv keeps its counters on one status line, rewritten in place: a line of
+    # ours replaces it rather than running on after it.
+    clear = "\r\033[K" if sys.stderr.isatty() else ""
+    print(f"{clear}[kbv] {line}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -244,12 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kbv: cannot connect to the Ray cluster at {address}: {error}", file=sys.stderr)
         return 2
     try:
-        if plan["device"] == "cuda" and not ray.cluster_resources().get("GPU"):
-            print(
-                f"kbv: the Ray cluster at {address} has no GPU: give --device cpu to evaluate "
-                "on its CPUs",
-                file=sys.stderr,
-            )
+        # A task asking for what no node has would wait for ever.
+        needed = "GPU" if plan["device"] == "cuda" else "CPU"
+        if not ray.cluster_resources().get(needed):
+            hint = ": give --device cpu to evaluate on its CPUs" if needed == "GPU" else ""
+            print(f"kbv: the Ray cluster at {address} has no {needed}{hint}", file=sys.stderr)
             return 2
         queue = ShardQueue(plan["device"], plan["node_arguments"], plan.get("attempts", 3), say)
         for entry in plan["shards"]:
