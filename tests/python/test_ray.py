@@ -105,6 +105,14 @@ def test_ray_run_matches_one_machine_resumes_and_survives_a_lost_node(cluster, t
 
     # 1. The bundled suite's slice (two problems, three tasks) on the cluster and on one machine.
     candidates = two_problem_suite(tmp_path / "same")
+    # Under --ray the device is the cluster's, cuda unless told: this cluster has no GPU.
+    done = subprocess.run(
+        [kbv_binary(), "run", "--ray", address, "--problems", str(PROBLEMS),
+         "--candidates", str(candidates), "--db", str(tmp_path / "gpu.sqlite")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "has no GPU: give --device cpu" in done.stderr, done.stderr
     whole = tmp_path / "whole.sqlite"
     done = kbv_run(candidates, whole, cache_dir=cache_dir)
     assert done.returncode == 0, done.stderr
