@@ -263,3 +263,107 @@ def test_a_killed_tasks_folder_is_reclaimed_by_the_next(tmp_path):
         (folder / "candidates").mkdir(parents=True)
     assert reclaim_abandoned_folders(tmp_path) == 1
     assert not abandoned.exists() and running.exists()
+
+
+class FakeRay:
+    """Enough of Ray for ShardQueue, without a cluster: each submitted task is a scripted list of
+    items, an exception in it standing for a failure at that point."""
+
+    class exceptions:  # noqa: N801 - Ray's own spelling
+        class RayError(Exception):
+            pass
+
+        class RayTaskError(RayError):
+            pass
+
+        class NodeDiedError(RayError):
+            pass
+
+    def __init__(self, scripts):
+        self.scripts = list(scripts)  # one per task submitted, in order
+        self.submitted = []  # (shard, files) of each task
+
+    def remote(self, function):
+        fake = self
+
+        class Task:
+            def options(self, **_):
+                return self
+
+            def remote(self, shard, files, device, node_arguments):
+                fake.submitted.append((shard, files))
+                return iter(fake.scripts.pop(0))
+
+        return Task()
+
+    def wait(self, generators, num_returns=1):
+        return generators[:num_returns], generators[num_returns:]
+
+    def get(self, item):
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+
+def planned_shard(tmp_path, keys):
+    problem = tmp_path / "3_ReLU.py"
+    problem.write_text("# problem\n")
+    tasks = []
+    for key in keys:
+        (tmp_path / f"{key}.py").write_text(f"# {key}\n")
+        tasks.append({"key": key, "path": str(tmp_path / f"{key}.py"), "relative": f"r/{key}.py"})
+    return Shard.from_plan({"problem": {"path": str(problem), "relative": "level1/3_ReLU.py"},
+                            "tasks": tasks})  # fmt: skip
+
+
+def row(key):
+    return {"verdict": "correct", "_row": {"key": key}}
+
+
+def started(node):
+    return {"event": "started", "node": node, "node_id": f"{node}-id"}
+
+
+def test_a_lost_shard_is_sent_again_with_what_did_not_come_back(tmp_path, monkeypatch):
+    from kbv.ray_run import ShardQueue
+
+    lost = FakeRay.exceptions.NodeDiedError("the node died")
+    fake = FakeRay([
+        [started("a"), {"event": "row", "node": "a", "node_id": "a-id", "row": row("k1")}, lost],
+        [started("b"), {"event": "row", "node": "b", "node_id": "b-id", "row": row("k1")},
+         {"event": "row", "node": "b", "node_id": "b-id", "row": row("k2")},
+         {"event": "ended", "node": "b", "node_id": "b-id", "status": 0, "output": ""}],
+    ])  # fmt: skip
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    said = []
+    queue = ShardQueue("cpu", ["--draws", "1"], attempts=2, say=said.append)
+    queue.submit(planned_shard(tmp_path, ["k1", "k2"]))
+    events = list(queue.events())
+    # Each row once, from the node that stored it; k1, which came back before the loss, is not
+    # sent again (the second task's files hold k2's candidate only) and not relayed twice.
+    assert [(e["event"], e["row"]["_row"]["key"], e["node_id"]) for e in events] == [
+        ("row", "k1", "a-id"),
+        ("row", "k2", "b-id"),
+    ]
+    assert sorted(fake.submitted[1][1]) == ["candidates/r/k2.py", "problems/level1/3_ReLU.py"]
+    assert any("1 of its 2 tasks submitted again (attempt 2 of 2)" in line for line in said), said
+
+
+def test_a_shard_gives_up_after_its_attempts_or_on_its_own_failure(tmp_path, monkeypatch):
+    from kbv.ray_run import ShardQueue
+
+    lost = FakeRay.exceptions.NodeDiedError("the node died")
+    failed = FakeRay.exceptions.RayTaskError("ShardError: no kbv on this node")
+    fake = FakeRay([[started("a"), lost], [started("b"), lost], [started("c"), failed]])
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    queue = ShardQueue("cuda", [], attempts=2, say=None)
+    (tmp_path / "x").mkdir()
+    queue.submit(planned_shard(tmp_path / "x", ["k1"]))
+    events = list(queue.events())
+    assert [e["event"] for e in events] == ["missing"]
+    assert events[0]["keys"] == ["k1"] and "lost 2 times" in events[0]["why"]
+    (tmp_path / "y").mkdir()
+    queue.submit(planned_shard(tmp_path / "y", ["k2"]))
+    (missing,) = list(queue.events())  # not retried: the same on any node
+    assert missing["keys"] == ["k2"] and "no kbv on this node" in missing["why"]
+    assert len(fake.submitted) == 3
