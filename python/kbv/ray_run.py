@@ -69,6 +69,9 @@ class Shard:
     def name(self) -> str:
         return self.problem_relative
 
+    def keys(self) -> set[str]:
+        return {task.key for task in self.tasks}
+
     def files(self, keys: set[str]) -> dict[str, bytes]:
         """The node's folder: the problem and the candidates of `keys`, by relative path."""
         files = {f"problems/{self.problem_relative}": Path(self.problem_path).read_bytes()}
@@ -129,24 +132,28 @@ class ShardQueue:
         self.node_arguments = list(node_arguments)
         self.attempts = max(1, attempts)
         self.say = say or (lambda line: None)
-        resources = {"num_cpus": 1, "num_gpus": 1 if device == "cuda" else 0}
-        self._task = ray.remote(evaluate_shard).options(
-            num_returns="streaming", max_retries=0, **resources
-        )
+        self._task = ray.remote(evaluate_shard)
+        self._options = {
+            "num_returns": "streaming",
+            "max_retries": 0,  # see the module's comment: the driver sends a lost shard again
+            "num_cpus": 1,
+            "num_gpus": 1 if device == "cuda" else 0,
+        }
         self._running: dict = {}  # the task's generator -> its Attempt
 
     def submit(self, shard: Shard) -> None:
-        self._start(Attempt(shard, 1, {t.key for t in shard.tasks}))
+        self._start(Attempt(shard, 1, shard.keys()))
 
     def _start(self, attempt: Attempt) -> None:
         files = attempt.shard.files(attempt.keys)
-        generator = self._task.remote(
-            {"problem": attempt.shard.name}, files, self.device, self.node_arguments
-        )
+        # Named after its problem: `ray list tasks` and Ray's dashboard say what each one does.
+        task = self._task.options(**self._options, name=f"kbv {attempt.shard.name}")
+        generator = task.remote(files, self.device, self.node_arguments)
         self._running[generator] = attempt
 
     def events(self) -> Iterator[dict]:
-        """Until every shard submitted has ended (one submitted meanwhile included)."""
+        """Until every shard submitted has ended (shards submitted between two events
+        included)."""
         ray = self._ray
         while self._running:
             ready, _ = ray.wait(list(self._running), num_returns=1)
@@ -180,8 +187,13 @@ class ShardQueue:
             )
         elif kind == "row":
             key = item["row"]["_row"]["key"]
-            if key in attempt.keys and key not in attempt.received:
+            ours = key in attempt.keys and key not in attempt.received
+            # A key the shard never planned (a node of another kbv computes other keys) is relayed
+            # too, for kbv to say so (it stores nothing of it); a planned one comes once.
+            foreign = key not in attempt.shard.keys()
+            if ours:
                 attempt.received.add(key)
+            if ours or foreign:
                 yield {
                     "event": "row",
                     "node": item["node"],

@@ -135,10 +135,12 @@ def node_identity() -> dict:
 
 
 def evaluate_shard(
-    shard: dict, files: dict[str, bytes], device: str, node_arguments: list[str]
+    files: dict[str, bytes], device: str, node_arguments: list[str]
 ) -> Iterator[dict]:
-    """Yields {"event": "started"}, one {"event": "row", "row": ...} per result as the node's kbv
-    stores it (a line of `kbv export`), and {"event": "ended", "status", "output"} at the end."""
+    """The shard is `files`: its problem under problems/, its candidates under candidates/, by
+    their paths relative to the trees. Yields {"event": "started"}, one {"event": "row", "row":
+    ...} per result as the node's kbv stores it (a line of `kbv export`), and {"event": "ended",
+    "status", "output"} at the end."""
     identity = node_identity()
     kbv = kbv_command()
     yield {"event": "started", **identity}

@@ -281,20 +281,21 @@ class FakeRay:
 
     def __init__(self, scripts):
         self.scripts = list(scripts)  # one per task submitted, in order
-        self.submitted = []  # (shard, files) of each task
+        self.submitted = []  # the files of each task
 
     def remote(self, function):
         fake = self
 
-        class Task:
-            def options(self, **_):
-                return self
-
-            def remote(self, shard, files, device, node_arguments):
-                fake.submitted.append((shard, files))
+        class Submit:  # as Ray's: what options() gives has no options() of its own
+            def remote(self, files, device, node_arguments):
+                fake.submitted.append(files)
                 return iter(fake.scripts.pop(0))
 
-        return Task()
+        class RemoteFunction:
+            def options(self, **_):
+                return Submit()
+
+        return RemoteFunction()
 
     def wait(self, generators, num_returns=1):
         return generators[:num_returns], generators[num_returns:]
@@ -332,6 +333,7 @@ def test_a_lost_shard_is_sent_again_with_what_did_not_come_back(tmp_path, monkey
         [started("a"), {"event": "row", "node": "a", "node_id": "a-id", "row": row("k1")}, lost],
         [started("b"), {"event": "row", "node": "b", "node_id": "b-id", "row": row("k1")},
          {"event": "row", "node": "b", "node_id": "b-id", "row": row("k2")},
+         {"event": "row", "node": "b", "node_id": "b-id", "row": row("other-kbv")},
          {"event": "ended", "node": "b", "node_id": "b-id", "status": 0, "output": ""}],
     ])  # fmt: skip
     monkeypatch.setitem(sys.modules, "ray", fake)
@@ -339,13 +341,14 @@ def test_a_lost_shard_is_sent_again_with_what_did_not_come_back(tmp_path, monkey
     queue = ShardQueue("cpu", ["--draws", "1"], attempts=2, say=said.append)
     queue.submit(planned_shard(tmp_path, ["k1", "k2"]))
     events = list(queue.events())
-    # Each row once, from the node that stored it; k1, which came back before the loss, is not
-    # sent again (the second task's files hold k2's candidate only) and not relayed twice.
+    # Each planned row once, from the node that stored it; k1, which came back before the loss, is
+    # not sent again (the second task's files hold k2's candidate only) and not relayed twice.
     assert [(e["event"], e["row"]["_row"]["key"], e["node_id"]) for e in events] == [
         ("row", "k1", "a-id"),
         ("row", "k2", "b-id"),
+        ("row", "other-kbv", "b-id"),  # a key no task has: relayed, for kbv to say so
     ]
-    assert sorted(fake.submitted[1][1]) == ["candidates/r/k2.py", "problems/level1/3_ReLU.py"]
+    assert sorted(fake.submitted[1]) == ["candidates/r/k2.py", "problems/level1/3_ReLU.py"]
     assert any("1 of its 2 tasks submitted again (attempt 2 of 2)" in line for line in said), said
 
 
