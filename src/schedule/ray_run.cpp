@@ -161,7 +161,9 @@ class RowSink {
     if (row.contains("problem") && row["problem"].is_object()) {
       row["problem"]["path"] = fs::absolute(task.problem.path).string();
     }
-    const auto stored = store::ingest_row(db_, row);
+    // The first row of a key in this run is the evaluation the plan asked for: it replaces a
+    // result stored before (one evaluated again), as kbv run's would. A second is merge's case.
+    const auto stored = store::ingest_row(db_, row, /*evaluated_again=*/!done_.count(key));
     if (stored.outcome == store::Ingested::Outcome::Duplicate) return;
     if (!stored.written()) {
       log(fmt::format("{} {}: a second, different result came back and was not kept ({})",

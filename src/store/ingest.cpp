@@ -22,7 +22,7 @@ std::string text(const json& row, const char* name) {
 
 }  // namespace
 
-Ingested ingest_row(Store& db, const json& exported) {
+Ingested ingest_row(Store& db, const json& exported, bool evaluated_again) {
   if (!exported.is_object() || !exported.contains("_row") || !exported["_row"].is_object()) {
     throw IngestError("a row to ingest is a result with its row info under \"_row\"");
   }
@@ -41,11 +41,15 @@ Ingested ingest_row(Store& db, const json& exported) {
   Ingested done;
   if (const auto stored = db.get(info.key)) {
     if (*stored == result) return {Ingested::Outcome::Duplicate, ""};
-    const auto choice =
-        prefer({*stored, db.finished_at(info.key).value_or("")}, {result, finished});
-    done = {choice.incoming ? Ingested::Outcome::Replaced : Ingested::Outcome::KeptStored,
-            choice.why};
-    if (!choice.incoming) return done;
+    if (evaluated_again) {
+      done = {Ingested::Outcome::Replaced, "evaluated again: the new result replaces the stored"};
+    } else {
+      const auto choice =
+          prefer({*stored, db.finished_at(info.key).value_or("")}, {result, finished});
+      done = {choice.incoming ? Ingested::Outcome::Replaced : Ingested::Outcome::KeptStored,
+              choice.why};
+      if (!choice.incoming) return done;
+    }
   }
   if (finished.empty()) {
     db.put(info, result);  // a row without its time is stamped now, as a fresh result is

@@ -32,7 +32,10 @@ struct Ingested {
 };
 
 // Stores `exported` (one line of `kbv export`) in `db` unless it holds that result already.
-// The row keeps its finish time; "_row" is not part of the stored result.
-Ingested ingest_row(Store& db, const nlohmann::json& exported);
+// The row keeps its finish time; "_row" is not part of the stored result. `evaluated_again`: the
+// row is a new evaluation of a stored result that a run chose to evaluate again (a timeout under
+// a longer timeout, a harness error), so it replaces that result as kbv run's own would, whatever
+// the finish times of two machines' clocks say.
+Ingested ingest_row(Store& db, const nlohmann::json& exported, bool evaluated_again = false);
 
 }  // namespace kbv::store

@@ -91,6 +91,17 @@ TEST_F(Ingest, ADifferentResultFollowsMergesRule) {
   EXPECT_EQ(db.count(), 1);
 }
 
+TEST_F(Ingest, AResultEvaluatedAgainReplacesTheStoredOneWhateverTheClocks) {
+  Store db(path_);
+  ASSERT_TRUE(ingest_row(db, exported("k1", "timeout", "2026-12-04T10:00:00Z")).written());
+  // The node's clock is behind: by merge's rule the stored timeout would stay.
+  const auto again = exported("k1", "correct", "2026-12-04T09:00:00Z");
+  EXPECT_EQ(ingest_row(db, again, /*evaluated_again=*/true).outcome, Ingested::Outcome::Replaced);
+  EXPECT_EQ((*db.get("k1"))["verdict"], "correct");
+  EXPECT_EQ(*db.finished_at("k1"), "2026-12-04T09:00:00Z");
+  EXPECT_EQ(ingest_row(db, again, true).outcome, Ingested::Outcome::Duplicate);
+}
+
 TEST_F(Ingest, ARowWithoutItsRowInfoIsRefused) {
   Store db(path_);
   EXPECT_THROW(ingest_row(db, json{{"verdict", "correct"}}), IngestError);
