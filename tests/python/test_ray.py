@@ -169,6 +169,26 @@ def test_ray_run_matches_one_machine_resumes_and_survives_a_lost_node(cluster, t
     assert sorted(r[-1] for r in stored) == ["correct", "timeout"], stored
     assert "not kept" not in err and "replaced the first" not in err  # nothing came back twice
 
+    # 4. A rerun under a longer call timeout evaluates the stored timeout again (on the node left)
+    # and its new result replaces the stored one, as kbv run's would; the correct one stays.
+    before = {r[0]: r for r in rows(lossy)}
+    run = kbv_run_ray(address, candidates, lossy, cache_dir, "--timeout", "9", problems=problems)
+    out, err = run.communicate(timeout=300)
+    print(err, out)
+    assert run.returncode == 0, err
+    assert "3 tasks: 1 evaluated now, 1 already stored" in out, out
+    assert "1 stored timeout evaluated again under the longer timeout" in out, out
+    after = {r[0]: r for r in rows(lossy)}
+    assert after.keys() == before.keys()
+    (timed_out,) = [k for k, r in before.items() if r[-1] == "timeout"]
+    with sqlite3.connect(lossy) as con:
+        (limits,) = con.execute(
+            "SELECT json_extract(result_json, '$.limits.call_timeout_s') FROM results "
+            "WHERE key = ?",
+            (timed_out,),
+        ).fetchone()
+    assert limits == 9  # the new evaluation's
+
 
 def test_ray_refuses_shard_and_devices(tmp_path):
     for extra in (["--shard", "0/2"], ["--devices", "cpu,cpu"]):
