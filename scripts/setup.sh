@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 / Ubuntu machine to a working kbv: system packages (when
 # run as root with apt), PyTorch pinned to the GPU machines' 2.11.0, the C++ build (engine,
-# CLI, native extension, tests) in ./build, and `pip install .` for the `kbv` command.
+# CLI, native extension, tests) in ./build, and `pip install .` for the `kbv` command. Ray (for
+# kbv run --ray) is the plain package: the dashboard and its extras are not needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +24,8 @@ fi
 echo "[setup] python packages (torch 2.11.0 is large the first time)"
 "$PYTHON" -m pip install -q --disable-pip-version-check \
   "torch==2.11.0" numpy ninja nanobind "scikit-build-core>=0.10" \
-  pytest pytest-xdist ruff
+  pytest pytest-xdist ruff \
+  "ray==2.60.0"  # kbv run --ray; plain ray (no [default]): its core runs clusters and tests
 
 echo "[setup] building ./build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v "$PYTHON")" >/dev/null

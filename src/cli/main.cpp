@@ -1,7 +1,8 @@
 // kbv: the command line.
 //   kbv eval    one candidate against one problem; prints a summary, --json writes the result
 //   kbv run     every candidate of a suite, results streamed into a SQLite database, resumable;
-//               --shard I/N runs one machine's part of it
+//               --shard I/N runs one machine's part of it, --ray ADDRESS spreads it over a Ray
+//               cluster
 //   kbv merge   run databases (shards) into one, idempotently
 //   kbv export  a run database as JSON Lines or KernelBench's eval_results.json files
 //   kbv audit   every problem's reference as its own candidate: the suite-quality table
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "core/flags.hpp"
 #include "core/result.hpp"
@@ -30,6 +32,7 @@
 #include "report/run_comparison.hpp"
 #include "schedule/audit.hpp"
 #include "schedule/devices.hpp"
+#include "schedule/ray_run.hpp"
 #include "schedule/suite.hpp"
 #include "store/merge.hpp"
 #include "store/store.hpp"
@@ -214,9 +217,21 @@ void print_summary(const kbv::schedule::SuiteSummary& summary,
                  e.reason);
     }
   }
-  fmt::print("build {:.1f} s, evaluation {:.1f} s; results in {}\n", summary.build_seconds,
-             summary.evaluation_seconds, suite.database.string());
-  if (summary.evaluated > 0) {
+  if (summary.ray_nodes > 0) {
+    // Builds ran on the nodes, beside their evaluations: their time is in the split below.
+    fmt::print("evaluation {:.1f} s on {} Ray node{}; results in {}\n", summary.evaluation_seconds,
+               summary.ray_nodes, summary.ray_nodes == 1 ? "" : "s", suite.database.string());
+  } else {
+    fmt::print("build {:.1f} s, evaluation {:.1f} s; results in {}\n", summary.build_seconds,
+               summary.evaluation_seconds, suite.database.string());
+  }
+  if (summary.evaluated > 0 && summary.ray_nodes > 0) {
+    auto part = [&](const char* name) { return summary.split.value(name, 0.0); };
+    fmt::print(
+        "time split (summed over results): compile {:.1f} s, reference {:.1f} s, candidate "
+        "{:.1f} s, idle {:.1f} s\n",
+        part("compile"), part("reference"), part("candidate"), part("idle"));
+  } else if (summary.evaluated > 0) {
     auto part = [&](const char* name) { return summary.split.value(name, 0.0); };
     fmt::print(
         "time split (summed over results): compile {:.1f} s, reference {:.1f} s, candidate "
@@ -224,6 +239,29 @@ void print_summary(const kbv::schedule::SuiteSummary& summary,
         part("compile"), part("reference"), part("candidate"), part("idle"),
         summary.reference_sessions, summary.reference_sessions == 1 ? "" : "s", summary.evaluated);
   }
+}
+
+// The `kbv run` options a node's run gets under --ray: the ones given here, less those the Ray
+// driver sets per task (the trees, the database, the device, the shard) and the progress switch
+// (a node's run is quiet; its rows are reported here). Taken from the command line as typed, so
+// every evaluation setting reaches the nodes without a list of them to keep in step.
+std::vector<std::string> node_arguments(int argc, char** argv) {
+  static const std::set<std::string> with_value = {
+      "--problems", "--candidates", "--db", "--ray", "--shard", "--devices", "--device", "-d"};
+  static const std::set<std::string> flags = {"--quiet", "-q"};
+  std::vector<std::string> kept;
+  int i = 1;
+  while (i < argc && std::string(argv[i]) != "run") ++i;
+  for (++i; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const std::string name = arg.substr(0, arg.find('='));
+    if (with_value.count(name)) {
+      if (name == arg) ++i;  // "--db x": its value is the next word
+      continue;
+    }
+    if (!flags.count(arg)) kept.push_back(arg);
+  }
+  return kept;
 }
 
 int run_merge(const std::vector<std::string>& inputs, const std::string& output) {
@@ -294,6 +332,13 @@ int main(int argc, char** argv) {
   run->add_option("--shard", shard,
                   "I/N: evaluate only this machine's part I of N (0 <= I < N), split by problem "
                   "the same way on every machine; merge the databases with kbv merge");
+  std::string ray_address;
+  run->add_option(
+      "--ray", ray_address,
+      "ADDRESS: evaluate on the Ray cluster there (host:port of its head, or auto): one "
+      "Ray task per problem, each a kbv run on a node with its own build cache, every "
+      "result stored here as it arrives; the device defaults to cuda (one GPU per "
+      "task); see docs/distributed.md");
   run_options.add_to(run);
 
   std::vector<std::string> merge_inputs;
@@ -410,6 +455,17 @@ int main(int argc, char** argv) {
       return run_eval(eval_options, json_path);
     }
     if (run->parsed()) {
+      if (!ray_address.empty()) {
+        if (!shard.empty() || !devices.empty()) {
+          fmt::print(stderr,
+                     "kbv: --ray splits the suite itself (one task per problem, one device per "
+                     "task): it takes neither --shard nor --devices\n");
+          return kExitUsage;
+        }
+        // The cluster's devices, not this machine's: a driver on a head node without a GPU
+        // still sends its work to the GPUs of the nodes.
+        if (run_options.device.empty()) run_options.device = "cuda";
+      }
       if (auto error = run_options.finish(); !error.empty()) {
         fmt::print(stderr, "kbv: {}\n", error);
         return kExitUsage;
@@ -424,6 +480,11 @@ int main(int argc, char** argv) {
           bool status = line.starts_with("[") || line.starts_with("built ");
           fmt::print(stderr, "\r\033[K[kbv] {}{}", line, status ? "" : "\n");
         };
+      }
+      if (!ray_address.empty()) {
+        auto summary = kbv::schedule::run_on_ray(suite, {ray_address, node_arguments(argc, argv)});
+        print_summary(summary, suite);
+        return 0;
       }
       return run_suite(suite);
     }

@@ -26,6 +26,7 @@
 #include "schedule/devices.hpp"
 #include "schedule/resume.hpp"
 #include "schedule/task_picker.hpp"
+#include "schedule/work_list.hpp"
 #include "store/store.hpp"
 
 namespace kbv::schedule {
@@ -36,25 +37,12 @@ using eval::EvalRequest;
 using eval::ReferenceSlot;
 using nlohmann::json;
 
-namespace {
-
-std::string counts(const std::map<std::string, int>& verdicts) {
+std::string verdict_counts(const std::map<std::string, int>& verdicts) {
   std::string out;
   for (const auto& [verdict, n] : verdicts)
     out += fmt::format("{}{} {}", out.empty() ? "" : ", ", verdict, n);
   return out.empty() ? "none yet" : out;
 }
-
-// The tasks left to evaluate, in evaluation order, with what each needs more than once: its
-// store key and build-cache folder (each file hashed once per run).
-struct WorkList {
-  std::vector<const Task*> tasks;
-  std::vector<std::string> keys;
-  std::vector<fs::path> caches;
-  std::vector<std::string> candidate_sha256;
-};
-
-}  // namespace
 
 void interleave_by_level(std::vector<const Task*>& ordered) {
   // Each problem's rank within its level (paths are sorted: a problem's candidates are
@@ -75,39 +63,6 @@ void interleave_by_level(std::vector<const Task*>& ordered) {
 }
 
 namespace {
-
-WorkList work_left(const std::vector<Task>& found, const store::Store& db,
-                   const SuiteRequest& request, SuiteSummary& summary) {
-  const json settings = request.settings.settings.key();
-  // Candidates of one problem in a row, so each device's kept reference serves them all.
-  std::vector<const Task*> ordered;
-  for (const auto& task : found) ordered.push_back(&task);
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const auto* a, const auto* b) { return a->problem.path < b->problem.path; });
-  if (request.interleave_levels) interleave_by_level(ordered);
-  WorkList work;
-  std::map<fs::path, std::string> problem_sha;
-  for (const auto* task : ordered) {
-    auto& p = problem_sha[task->problem.path];
-    if (p.empty()) p = sha256_file(task->problem.path);
-    const std::string candidate_sha = sha256_file(task->candidate.path);
-    auto key = store::run_key(p, candidate_sha, settings);
-    if (auto stored = db.get(key)) {
-      if (!evaluate_again(*stored, request.settings.limits)) {
-        ++summary.already_done;
-        continue;
-      }
-      ++(stored->value("verdict", "") == "harness_error" ? summary.harness_errors_again
-                                                         : summary.evaluated_again);
-    }
-    work.tasks.push_back(task);
-    work.keys.push_back(key);
-    work.candidate_sha256.push_back(candidate_sha);
-    work.caches.push_back(orchestrate::extension_cache_dir(
-        request.settings.placement.cache_dir, candidate_sha, request.settings.settings.device));
-  }
-  return work;
-}
 
 // A task to evaluate again with the device to itself once the run's other evaluations are done.
 struct DeferredRetry {
@@ -458,7 +413,7 @@ class DeviceThread {
     double per = seconds_since(run_.started) / static_cast<double>(run_.finished) / devices;
     run_.log(fmt::format("[{}/{}] {} {} on {}: {} | {} | ETA {:.0f} s", run_.finished, total,
                          t.candidate.run, t.candidate.path.filename().string(), device_,
-                         to_string(result.verdict), counts(summary.verdicts),
+                         to_string(result.verdict), verdict_counts(summary.verdicts),
                          per * static_cast<double>(total - run_.finished)));
     if (healthy) return true;
     if (run_.unhealthy.insert(device_).second) {

@@ -75,7 +75,13 @@ struct SuiteSummary {
   // rest of each evaluation: process starts, comparisons, file work).
   nlohmann::json split = nlohmann::json::object();
   int reference_sessions = 0;  // reference workers started (problem x device x key)
+  // kbv run --ray: the cluster's nodes that evaluated tasks (0: one machine). Their builds and
+  // reference sessions are counted on the nodes, not here.
+  int ray_nodes = 0;
 };
+
+// "correct 3, incorrect 1" (or "none yet"): the verdict counts of a progress line.
+std::string verdict_counts(const std::map<std::string, int>& verdicts);
 
 // Progress goes to `request.settings.placement.progress` as one line per event.
 SuiteSummary run_suite(const SuiteRequest& request);

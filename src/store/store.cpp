@@ -113,7 +113,17 @@ const nlohmann::json& part(const nlohmann::json& r, const char* key) {
 }
 }  // namespace
 
-void Store::put(const RowInfo& info, const nlohmann::json& r) {
+void Store::put(const RowInfo& info, const nlohmann::json& r) { put(info, r, now_utc()); }
+
+std::optional<std::string> Store::finished_at(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  Statement q(db_, "SELECT finished_at FROM results WHERE key = ?");
+  q.bind(1, key);
+  if (!q.step()) return std::nullopt;
+  return q.text(0);
+}
+
+void Store::put(const RowInfo& info, const nlohmann::json& r, const std::string& finished_at) {
   std::lock_guard lock(mutex_);
   Statement q(db_,
               "INSERT OR REPLACE INTO results (key, run, problem, level, problem_id, sample, "
@@ -141,7 +151,7 @@ void Store::put(const RowInfo& info, const nlohmann::json& r) {
   // Invalid UTF-8 (bytes a candidate planted in a message) is replaced, never a throw that
   // would lose the row.
   q.bind(17, r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  q.bind(18, now_utc());
+  q.bind(18, finished_at);
   q.step();  // a single statement is its own transaction: the row lands whole or not at all
 }
 

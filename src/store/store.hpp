@@ -37,6 +37,11 @@ class Store {
   // The stored result under `key` (the full JSON of `kbv eval`), if any.
   std::optional<nlohmann::json> get(const std::string& key) const;
   void put(const RowInfo& info, const nlohmann::json& result);
+  // As put, keeping the time the row was first written elsewhere (a row ingested from another
+  // machine's database keeps its own finish time, as kbv merge copies it).
+  void put(const RowInfo& info, const nlohmann::json& result, const std::string& finished_at);
+  // When the row under `key` was written ("YYYY-MM-DDTHH:MM:SSZ"), if there is one.
+  std::optional<std::string> finished_at(const std::string& key) const;
   // Every stored result (the full JSON of `kbv eval`), with its row info under "_row".
   std::vector<nlohmann::json> results() const;
   int count() const;
