@@ -1,0 +1,135 @@
+"""The problem source a `kbv generate` prompt shows, and where the prompt templates are.
+
+Run by the orchestrator as `python -m kbv.prompt_source [--input-blind] FILE...`; prints one JSON
+object: {"prompts_dir": ..., "sources": {FILE: text}}. It never imports the problem: the source is
+read and parsed with `ast`, so nothing a problem file runs at import time happens here.
+
+Input-blind (`--input-blind`) removes what tells the model the inputs' sizes: `get_inputs`,
+`get_init_inputs`, and the module-level constants they use (directly or through other
+constants), then any module-level assignment left used by nothing. Removal cuts the nodes' own
+lines (decorators and a trailing comment block included) out of the original text, so the
+comments and layout of what stays are the author's. Python's own parser is used rather than a
+pass in C++ because a problem is Python: line continuations, nested brackets, conditional
+expressions and decorators need no special cases here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+from pathlib import Path
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+INPUT_FUNCTIONS = ("get_inputs", "get_init_inputs")
+
+
+def _assigned_names(node: ast.stmt) -> set[str]:
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+        targets = [node.target]
+    names: set[str] = set()
+    for target in targets:
+        for sub in ast.walk(target):
+            if isinstance(sub, ast.Name):
+                names.add(sub.id)
+    return names
+
+
+def _used_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _value_of(node: ast.stmt) -> ast.AST | None:
+    if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        return node.value
+    return None
+
+
+def removed_statements(tree: ast.Module) -> list[ast.stmt]:
+    """The module-level statements input-blind leaves out."""
+    body = tree.body
+    removed: set[int] = set()
+    wanted: set[str] = set()
+    for i, node in enumerate(body):
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name in INPUT_FUNCTIONS
+        ):
+            removed.add(i)
+            wanted |= _used_names(node)
+    # The constants the input functions read, and those these are computed from.
+    changed = True
+    while changed:
+        changed = False
+        for i, node in enumerate(body):
+            if i in removed:
+                continue
+            names = _assigned_names(node)
+            if names and names & wanted:
+                removed.add(i)
+                value = _value_of(node)
+                if value is not None:
+                    wanted |= _used_names(value)
+                changed = True
+    # Assignments now read by nothing that stays (e.g. a size switch only the constants used).
+    changed = True
+    while changed:
+        changed = False
+        kept_uses: set[str] = set()
+        for i, node in enumerate(body):
+            if i not in removed:
+                value = _value_of(node)
+                kept_uses |= _used_names(value if value is not None else node)
+        for i, node in enumerate(body):
+            names = _assigned_names(node)
+            if i not in removed and names and not names & kept_uses and _value_of(node):
+                if not any(n.startswith("__") for n in names):  # __all__ and the like stay
+                    removed.add(i)
+                    changed = True
+    return [body[i] for i in sorted(removed)]
+
+
+def input_blind(source: str) -> str:
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    drop: set[int] = set()  # 0-based line numbers
+    for node in removed_statements(tree):
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        end = node.end_lineno or node.lineno
+        drop.update(range(first - 1, end))
+        # A comment block right above a removed statement describes it: it goes too.
+        above = first - 2
+        while above >= 0 and lines[above].lstrip().startswith("#"):
+            drop.add(above)
+            above -= 1
+    kept = [line for i, line in enumerate(lines) if i not in drop]
+    text = "".join(kept)
+    # Runs of blank lines left by the cuts collapse to PEP 8's two.
+    while "\n\n\n\n" in text:
+        text = text.replace("\n\n\n\n", "\n\n\n")
+    return text.rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kbv.prompt_source")
+    parser.add_argument("--input-blind", action="store_true")
+    parser.add_argument("files", nargs="*")
+    args = parser.parse_args(argv)
+    sources: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    for name in args.files:
+        text = Path(name).read_text()
+        try:
+            sources[name] = input_blind(text) if args.input_blind else text
+        except SyntaxError as error:
+            errors[name] = f"{error.msg} (line {error.lineno})"
+    json.dump({"prompts_dir": str(PROMPTS_DIR), "sources": sources, "errors": errors}, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

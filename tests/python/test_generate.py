@@ -1,0 +1,376 @@
+"""`kbv generate` against fake OpenAI- and Anthropic-compatible servers on loopback: outcomes of
+the answers (code, no code, two blocks), retries (429 with Retry-After, 500s, a body cut short,
+timeouts), resume after SIGKILL, the key kept out of argv, output and generations.jsonl, and the
+paper's table end to end on the CPU (generate, run under standard and verified, compare)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import CPU_CANDIDATES, PROBLEMS, REPO, kbv_binary
+
+KEY = "sk-test-5ecret-do-not-leak-0123456789"
+PROMPTS = REPO / "python" / "kbv" / "prompts"
+
+# Each problem is recognised in a prompt by a line of its source.
+MARKERS = {
+    "3_ReLU": "Elementwise ReLU",
+    "4_Softmax": "Softmax over",
+    "10_MSELoss": "Mean squared error",
+}
+
+
+def block(text: str, lang: str = "python") -> str:
+    return f"```{lang}\n{text}```\n"
+
+
+def honest(name: str) -> str:
+    return (CPU_CANDIDATES / "level1" / f"{name}.py").read_text()
+
+
+class FakeApi:
+    """A loopback server speaking OpenAI's chat completions or Anthropic's messages. `script`
+    maps a problem to a function (n-th request for it, prompt) -> action:
+    ("answer", text[, finish]), ("status", code[, retry_after]), ("sleep", seconds, then-action),
+    ("cut",): a body shorter than its Content-Length."""
+
+    def __init__(self, api: str, script):
+        self.api = api
+        self.script = script
+        self.counts: Counter[str] = Counter()
+        self.prompts: dict[str, str] = {}
+        self.headers: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompt = body["messages"][0]["content"]
+                problem = next((p for p, m in MARKERS.items() if m in prompt), "?")
+                with fake.lock:
+                    n = fake.counts[problem]
+                    fake.counts[problem] += 1
+                    fake.prompts[problem] = prompt
+                    fake.headers.append(dict(self.headers))
+                fake.act(self, fake.script(problem, n, prompt))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def answer_body(self, text: str, finish: str) -> bytes:
+        if self.api == "openai":
+            answer = {
+                "choices": [{"message": {"role": "assistant", "content": text},
+                             "finish_reason": finish}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
+            }  # fmt: skip
+        else:
+            stop = {"stop": "end_turn", "length": "max_tokens"}[finish]
+            answer = {
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": stop,
+                "usage": {"input_tokens": 10, "output_tokens": 20},
+            }
+        return json.dumps(answer).encode()
+
+    def act(self, handler, action):
+        kind = action[0]
+        if kind == "sleep":
+            time.sleep(action[1])
+            action = action[2]
+            kind = action[0]
+        try:
+            if kind == "answer":
+                finish = action[2] if len(action) > 2 else "stop"
+                self.send(handler, 200, self.answer_body(action[1], finish))
+            elif kind == "status":
+                extra = {"Retry-After": action[2]} if len(action) > 2 else {}
+                self.send(handler, action[1], b'{"error": {"message": "busy"}}', extra)
+            elif kind == "cut":
+                body = self.answer_body(block("x = 1\n"), "stop")
+                handler.send_response(200)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Content-Length", str(len(body)))
+                handler.end_headers()
+                handler.wfile.write(body[: len(body) // 2])
+                handler.wfile.flush()
+                handler.close_connection = True
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
+            pass
+
+    @staticmethod
+    def send(handler, code, body, extra=None):
+        handler.send_response(code)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            handler.send_header(k, v)
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def problems_dir(root: Path, names=("3_ReLU", "4_Softmax", "10_MSELoss")) -> Path:
+    level = root / "problems" / "level1"
+    level.mkdir(parents=True)
+    for name in names:
+        shutil.copy(PROBLEMS / "level1" / f"{name}.py", level / f"{name}.py")
+    return root / "problems"
+
+
+def generate_command(problems, out, url, *extra, api="openai"):
+    return [
+        kbv_binary(), "generate", "--problems", str(problems), "--out", str(out), "--model",
+        "fake-model", "--api", api, "--base-url", url, "--backoff", "0.05", *extra,
+    ]  # fmt: skip
+
+
+def key_env(**extra) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("API_KEY")}
+    env.pop("KBV_NO_API_KEY", None)
+    env["KBV_API_KEY"] = KEY
+    env.update(extra)
+    return env
+
+
+def run(command, env=None, timeout=120):
+    assert KEY not in " ".join(command)  # the key never travels in argv
+    return subprocess.run(
+        command, capture_output=True, text=True, env=env or key_env(), timeout=timeout
+    )
+
+
+def ledger(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "generations.jsonl").read_text().splitlines()]
+
+
+def assert_no_key(out: Path, *texts: str):
+    for text in texts:
+        assert KEY not in text
+    for path in out.iterdir():
+        assert KEY not in path.read_text(errors="replace"), path
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_outcomes_layout_and_key(tmp_path, api):
+    def script(problem, n, prompt):
+        if problem == "3_ReLU":
+            return ("answer", "Here is the kernel.\n" + block(honest("3_ReLU")))
+        if problem == "4_Softmax":
+            return ("answer", "I would rather not write code today.")
+        # Two blocks: CUDA source first, the module second; the module is taken.
+        return ("answer", block("__global__ void k() {}\n", "cpp") + block(honest("10_MSELoss")))
+
+    problems = problems_dir(tmp_path)
+    out = tmp_path / "gen"
+    with FakeApi(api, script) as fake:
+        done = run(generate_command(problems, out, fake.url, "--samples", "2", api=api))
+    assert done.returncode == 0, done.stderr
+    assert fake.counts == {"3_ReLU": 2, "4_Softmax": 2, "10_MSELoss": 2}
+    # The key went to the server in the provider's header, and nowhere else.
+    if api == "openai":
+        assert all(h["Authorization"] == f"Bearer {KEY}" for h in fake.headers)
+    else:
+        assert all(h["x-api-key"] == KEY for h in fake.headers)
+        assert all(h["anthropic-version"] for h in fake.headers)
+    assert_no_key(out, done.stdout, done.stderr)
+
+    rows = ledger(out)
+    assert len(rows) == 6
+    by_problem = {(r["problem"], r["sample"]): r for r in rows}
+    relu = by_problem[("level1/3_ReLU", 0)]
+    assert relu["outcome"] == "ok" and relu["level"] == 1 and relu["problem_id"] == 3
+    assert relu["usage"] and relu["finish_reason"] and relu["latency_s"] >= 0
+    assert relu["response"].startswith("Here is the kernel.")
+    assert relu["model"] == "fake-model" and relu["prompt"] == "one-shot"
+    assert relu["prompt_sha256"] == hashlib.sha256(fake.prompts["3_ReLU"].encode()).hexdigest()
+    assert relu["prompt_files_sha256"]["one_shot.md"] == sha256(PROMPTS / "one_shot.md")
+    assert (out / "level_1_problem_3_sample_1_kernel.py").read_text() == honest("3_ReLU")
+    softmax = by_problem[("level1/4_Softmax", 1)]
+    assert softmax["outcome"] == "no_code_block" and softmax["stub"] is True
+    stub = (out / "level_1_problem_4_sample_1_kernel.py").read_text()
+    assert "raise RuntimeError" in stub and "no_code_block" in stub
+    mse = by_problem[("level1/10_MSELoss", 0)]
+    assert mse["outcome"] == "several_code_blocks" and mse["block_taken"] == 1
+    assert (out / "level_1_problem_10_sample_0_kernel.py").read_text() == honest("10_MSELoss")
+    assert "no_code_block" in done.stdout and "several_code_blocks" in done.stdout
+
+    # Nothing missing: a rerun asks for nothing; a deleted file comes back from its row.
+    (out / "level_1_problem_3_sample_0_kernel.py").unlink()
+    with FakeApi(api, script) as fake:
+        again = run(generate_command(problems, out, fake.url, "--samples", "2", api=api))
+    assert again.returncode == 0, again.stderr
+    assert sum(fake.counts.values()) == 0
+    assert (out / "level_1_problem_3_sample_0_kernel.py").read_text() == honest("3_ReLU")
+    assert len(ledger(out)) == 6
+
+
+def test_retries_rate_limits_server_errors_and_cut_bodies(tmp_path):
+    def script(problem, n, prompt):
+        first = {
+            "3_ReLU": ("status", 429, "1"),
+            "4_Softmax": ("status", 500),
+            "10_MSELoss": ("cut",),
+        }[problem]
+        if n == 0 or (problem == "4_Softmax" and n == 1):
+            return first
+        return ("answer", block(f"# {problem}\nclass ModelNew: pass\n"))
+
+    problems = problems_dir(tmp_path)
+    out = tmp_path / "gen"
+    start = time.monotonic()
+    with FakeApi("openai", script) as fake:
+        done = run(generate_command(problems, out, fake.url))
+    took = time.monotonic() - start
+    assert done.returncode == 0, done.stderr
+    assert fake.counts == {"3_ReLU": 2, "4_Softmax": 3, "10_MSELoss": 2}
+    assert took >= 1.0  # the 429's Retry-After: 1 was honoured over the 50 ms backoff
+    rows = {r["problem"]: r for r in ledger(out)}
+    assert all(r["outcome"] == "ok" for r in rows.values())
+    assert rows["level1/3_ReLU"]["attempts"] == 2
+    assert "HTTP 429" in rows["level1/3_ReLU"]["retries"][0]
+    assert "waited 1.0 s" in rows["level1/3_ReLU"]["retries"][0]
+    assert rows["level1/4_Softmax"]["attempts"] == 3
+    assert "transfer failed" in rows["level1/10_MSELoss"]["retries"][0]
+    assert "ETA" in done.stderr or "took" in done.stderr
+
+
+def test_timeouts_are_bounded_and_a_rerun_asks_again(tmp_path):
+    def slow(problem, n, prompt):
+        if problem == "3_ReLU":
+            return ("sleep", 3, ("answer", block("class ModelNew: pass\n")))
+        return ("answer", block("class ModelNew: pass\n"))
+
+    problems = problems_dir(tmp_path)
+    out = tmp_path / "gen"
+    flags = ["--timeout", "0.5", "--timeout-retries", "1"]
+    with FakeApi("openai", slow) as fake:
+        done = run(generate_command(problems, out, fake.url, *flags))
+    assert done.returncode == 1, done.stderr
+    assert fake.counts["3_ReLU"] == 2  # the first try and one retry
+    assert "1 sample without a candidate" in done.stdout
+    failed = [r for r in ledger(out) if r["outcome"] == "request_failed"]
+    assert len(failed) == 1 and "timed out" in failed[0]["error"]
+    assert not (out / "level_1_problem_3_sample_0_kernel.py").exists()
+
+    def quick(problem, n, prompt):
+        return ("answer", block("class ModelNew: pass\n"))
+
+    with FakeApi("openai", quick) as fake:
+        again = run(generate_command(problems, out, fake.url, *flags))
+    assert again.returncode == 0, again.stderr
+    assert fake.counts == {"3_ReLU": 1}  # only the missing sample
+    assert (out / "level_1_problem_3_sample_0_kernel.py").exists()
+
+
+def test_kill_mid_run_and_resume_requests_only_what_is_missing(tmp_path):
+    def script(problem, n, prompt):
+        return ("sleep", 0.3, ("answer", block(f"class ModelNew: pass  # {problem} {n}\n")))
+
+    problems = problems_dir(tmp_path)
+    out = tmp_path / "gen"
+    command = None
+    with FakeApi("openai", script) as fake:
+        command = generate_command(problems, out, fake.url, "--samples", "4", "-j", "2", "-q")
+        proc = subprocess.Popen(command, env=key_env(), stdout=subprocess.PIPE, text=True)
+        jsonl = out / "generations.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if jsonl.exists() and len(jsonl.read_text().splitlines()) >= 4:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        first_requests = sum(fake.counts.values())
+    kept = {(r["problem"], r["sample"]) for r in ledger(out)}
+    assert 4 <= len(kept) < 12
+    # At most the requests in flight (2) were lost.
+    assert first_requests - len(kept) <= 2
+
+    with FakeApi("openai", script) as fake:
+        again = run(command[:-1] + ["-j", "4"])
+    assert again.returncode == 0, again.stderr
+    assert sum(fake.counts.values()) == 12 - len(kept)
+    rows = ledger(out)
+    keys = [(r["problem"], r["sample"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 12  # nothing duplicated
+    assert len(list(out.glob("level_1_problem_*_sample_*_kernel.py"))) == 12
+
+
+def test_input_blind_prompt_and_hardware_notes(tmp_path):
+    problems = problems_dir(tmp_path, names=("3_ReLU",))
+    out = tmp_path / "gen"
+    with FakeApi("openai", lambda p, n, prompt: ("answer", block("x = 1\n"))) as fake:
+        done = run(
+            generate_command(
+                problems, out, fake.url, "--prompt", "input-blind", "--hardware", "H200"
+            )
+        )
+    assert done.returncode == 0, done.stderr
+    prompt = fake.prompts["3_ReLU"]
+    assert "Elementwise ReLU" in prompt and "def forward" in prompt
+    for hidden in ("def get_inputs", "def get_init_inputs", "batch_size =", "dim =", "_LARGE"):
+        assert hidden not in prompt
+    assert "H200" in prompt and "load_inline" in prompt
+    row = ledger(out)[0]
+    assert row["prompt"] == "input-blind" and row["hardware"] == "H200"
+    assert row["prompt_files_sha256"]["hardware/H200.md"] == sha256(PROMPTS / "hardware/H200.md")
+
+
+def test_input_blind_helper_keeps_what_the_model_needs():
+    sys.path.insert(0, str(REPO / "python"))
+    from kbv.prompt_source import input_blind
+
+    source = (PROBLEMS / "level2" / "1_Gemm_BiasAdd_ReLU.py").read_text()
+    shown = input_blind(source)
+    assert "class Model" in shown and "def __init__(self, in_features" in shown
+    for hidden in ("get_inputs", "get_init_inputs", "batch_size", "in_features =", "_LARGE ="):
+        assert hidden not in shown
+    compile(shown, "shown", "exec")
+
+
+def test_missing_key_is_a_clear_error(tmp_path):
+    problems = problems_dir(tmp_path, names=("3_ReLU",))
+    env = key_env()
+    env.pop("KBV_API_KEY")
+    done = run(generate_command(problems, tmp_path / "gen", "http://127.0.0.1:9/v1"), env=env)
+    assert done.returncode == 2
+    assert "KBV_API_KEY" in done.stderr and "KBV_NO_API_KEY" in done.stderr
+    # A local server without auth: no key, no header.
+    with FakeApi("openai", lambda p, n, prompt: ("answer", block("x = 1\n"))) as fake:
+        env["KBV_NO_API_KEY"] = "1"
+        done = run(generate_command(problems, tmp_path / "gen", fake.url), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Authorization" not in fake.headers[0]
