@@ -1,8 +1,10 @@
 """The problem source a `kbv generate` prompt shows, and where the prompt templates are.
 
 Run by the orchestrator as `python -m kbv.prompt_source [--input-blind] FILE...`; prints one JSON
-object: {"prompts_dir": ..., "sources": {FILE: text}}. It never imports the problem: the source is
-read and parsed with `ast`, so nothing a problem file runs at import time happens here.
+object: {"prompts_dir": ..., "example_model": text, "sources": {FILE: text}, "errors": {...}}
+(the prompt's example Model is shown the way the problems are). It never imports the problem:
+the source is read and parsed with `ast`, so nothing a problem file runs at import time happens
+here.
 
 Input-blind (`--input-blind`) removes what tells the model the inputs' sizes: `get_inputs`,
 `get_init_inputs`, and the module-level constants they use (directly or through other
@@ -117,6 +119,7 @@ def input_blind(source: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kbv.prompt_source")
     parser.add_argument("--input-blind", action="store_true")
+    parser.add_argument("--example", type=Path, default=PROMPTS_DIR / "example_model.py")
     parser.add_argument("files", nargs="*")
     args = parser.parse_args(argv)
     sources: dict[str, str] = {}
@@ -127,7 +130,15 @@ def main(argv: list[str] | None = None) -> int:
             sources[name] = input_blind(text) if args.input_blind else text
         except SyntaxError as error:
             errors[name] = f"{error.msg} (line {error.lineno})"
-    json.dump({"prompts_dir": str(PROMPTS_DIR), "sources": sources, "errors": errors}, sys.stdout)
+    # The prompt's example Model is shown the way the problem is.
+    example = args.example.read_text()
+    answer = {
+        "prompts_dir": str(PROMPTS_DIR),
+        "example_model": input_blind(example) if args.input_blind else example,
+        "sources": sources,
+        "errors": errors,
+    }
+    json.dump(answer, sys.stdout)
     return 0
 
 

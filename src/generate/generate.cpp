@@ -145,6 +145,9 @@ GenerateSummary generate(const GenerateRequest& request) {
   for (const auto& p : problems) paths.push_back(p.path);
   auto shown = shown_sources(paths, request.prompt == "input-blind");
   auto prompt_set = load_prompt_set(shown.prompts_dir, request.prompt, request.hardware);
+  // Input-blind hides the example's input builders too, so the example teaches the same form.
+  // (prompt_files_sha256 still names the file; the example shown follows from it and the kind.)
+  if (!shown.example_model.empty()) prompt_set.example_model = shown.example_model;
 
   std::vector<ProblemPrompt> prompts;
   prompts.reserve(problems.size());

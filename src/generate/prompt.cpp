@@ -153,11 +153,17 @@ std::string render_prompt(const PromptSet& set, const std::string& problem_sourc
 ShownSources shown_sources(const std::vector<fs::path>& problems, bool input_blind) {
   std::vector<std::string> argv = {orchestrate::locate_python(), "-m", "kbv.prompt_source"};
   if (input_blind) argv.push_back("--input-blind");
+  const char* override_dir = std::getenv("KBV_PROMPTS_DIR");
+  if (override_dir && *override_dir) {
+    argv.push_back("--example");
+    argv.push_back((fs::path(override_dir) / "example_model.py").string());
+  }
   for (const auto& p : problems) argv.push_back(p.string());
   auto answer = nlohmann::json::parse(run_capture(argv, orchestrate::locate_pythonpath()));
   ShownSources shown;
   shown.prompts_dir = answer.at("prompts_dir").get<std::string>();
-  if (const char* dir = std::getenv("KBV_PROMPTS_DIR"); dir && *dir) shown.prompts_dir = dir;
+  if (override_dir && *override_dir) shown.prompts_dir = override_dir;
+  shown.example_model = answer.value("example_model", "");
   shown.sources = answer.at("sources").get<std::map<std::string, std::string>>();
   shown.errors =
       answer.value("errors", nlohmann::json::object()).get<std::map<std::string, std::string>>();

@@ -36,7 +36,8 @@ std::string render_template(std::string_view text, const std::map<std::string, s
 std::string render_prompt(const PromptSet& set, const std::string& problem_source);
 
 struct ShownSources {
-  std::filesystem::path prompts_dir;           // where the package's templates are
+  std::filesystem::path prompts_dir;  // where the package's templates are
+  std::string example_model;  // the example Model, shown the way the problems are (input-blind)
   std::map<std::string, std::string> sources;  // problem path -> text shown
   std::map<std::string, std::string> errors;   // problem path -> why not (syntax error)
 };

@@ -12,19 +12,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import CPU_CANDIDATES, PROBLEMS, REPO, kbv_binary
+from fake_llm import FakeApi, block
 
 KEY = "sk-test-5ecret-do-not-leak-0123456789"
 PROMPTS = REPO / "python" / "kbv" / "prompts"
 
-# Each problem is recognised in a prompt by a line of its source.
+# Each problem is recognised in a prompt by its Model's docstring.
 MARKERS = {
     "3_ReLU": "Elementwise ReLU",
     "4_Softmax": "Softmax over",
@@ -32,110 +30,8 @@ MARKERS = {
 }
 
 
-def block(text: str, lang: str = "python") -> str:
-    return f"```{lang}\n{text}```\n"
-
-
 def honest(name: str) -> str:
     return (CPU_CANDIDATES / "level1" / f"{name}.py").read_text()
-
-
-class FakeApi:
-    """A loopback server speaking OpenAI's chat completions or Anthropic's messages. `script`
-    maps a problem to a function (n-th request for it, prompt) -> action:
-    ("answer", text[, finish]), ("status", code[, retry_after]), ("sleep", seconds, then-action),
-    ("cut",): a body shorter than its Content-Length."""
-
-    def __init__(self, api: str, script):
-        self.api = api
-        self.script = script
-        self.counts: Counter[str] = Counter()
-        self.prompts: dict[str, str] = {}
-        self.headers: list[dict[str, str]] = []
-        self.lock = threading.Lock()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                prompt = body["messages"][0]["content"]
-                problem = next((p for p, m in MARKERS.items() if m in prompt), "?")
-                with fake.lock:
-                    n = fake.counts[problem]
-                    fake.counts[problem] += 1
-                    fake.prompts[problem] = prompt
-                    fake.headers.append(dict(self.headers))
-                fake.act(self, fake.script(problem, n, prompt))
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def answer_body(self, text: str, finish: str) -> bytes:
-        if self.api == "openai":
-            answer = {
-                "choices": [{"message": {"role": "assistant", "content": text},
-                             "finish_reason": finish}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
-            }  # fmt: skip
-        else:
-            stop = {"stop": "end_turn", "length": "max_tokens"}[finish]
-            answer = {
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": stop,
-                "usage": {"input_tokens": 10, "output_tokens": 20},
-            }
-        return json.dumps(answer).encode()
-
-    def act(self, handler, action):
-        kind = action[0]
-        if kind == "sleep":
-            time.sleep(action[1])
-            action = action[2]
-            kind = action[0]
-        try:
-            if kind == "answer":
-                finish = action[2] if len(action) > 2 else "stop"
-                self.send(handler, 200, self.answer_body(action[1], finish))
-            elif kind == "status":
-                extra = {"Retry-After": action[2]} if len(action) > 2 else {}
-                self.send(handler, action[1], b'{"error": {"message": "busy"}}', extra)
-            elif kind == "cut":
-                body = self.answer_body(block("x = 1\n"), "stop")
-                handler.send_response(200)
-                handler.send_header("Content-Type", "application/json")
-                handler.send_header("Content-Length", str(len(body)))
-                handler.end_headers()
-                handler.wfile.write(body[: len(body) // 2])
-                handler.wfile.flush()
-                handler.close_connection = True
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
-            pass
-
-    @staticmethod
-    def send(handler, code, body, extra=None):
-        handler.send_response(code)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        for k, v in (extra or {}).items():
-            handler.send_header(k, v)
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def problems_dir(root: Path, names=("3_ReLU", "4_Softmax", "10_MSELoss")) -> Path:
@@ -169,7 +65,9 @@ def run(command, env=None, timeout=120):
 
 
 def ledger(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "generations.jsonl").read_text().splitlines()]
+    # Complete lines only: a kill may cut the last one (kbv drops it on the next run).
+    lines = (out / "generations.jsonl").read_text().split("\n")[:-1]
+    return [json.loads(line) for line in lines]
 
 
 def assert_no_key(out: Path, *texts: str):
@@ -195,7 +93,7 @@ def test_outcomes_layout_and_key(tmp_path, api):
 
     problems = problems_dir(tmp_path)
     out = tmp_path / "gen"
-    with FakeApi(api, script) as fake:
+    with FakeApi(api, script, MARKERS) as fake:
         done = run(generate_command(problems, out, fake.url, "--samples", "2", api=api))
     assert done.returncode == 0, done.stderr
     assert fake.counts == {"3_ReLU": 2, "4_Softmax": 2, "10_MSELoss": 2}
@@ -229,7 +127,7 @@ def test_outcomes_layout_and_key(tmp_path, api):
 
     # Nothing missing: a rerun asks for nothing; a deleted file comes back from its row.
     (out / "level_1_problem_3_sample_0_kernel.py").unlink()
-    with FakeApi(api, script) as fake:
+    with FakeApi(api, script, MARKERS) as fake:
         again = run(generate_command(problems, out, fake.url, "--samples", "2", api=api))
     assert again.returncode == 0, again.stderr
     assert sum(fake.counts.values()) == 0
@@ -251,7 +149,7 @@ def test_retries_rate_limits_server_errors_and_cut_bodies(tmp_path):
     problems = problems_dir(tmp_path)
     out = tmp_path / "gen"
     start = time.monotonic()
-    with FakeApi("openai", script) as fake:
+    with FakeApi("openai", script, MARKERS) as fake:
         done = run(generate_command(problems, out, fake.url))
     took = time.monotonic() - start
     assert done.returncode == 0, done.stderr
@@ -276,7 +174,7 @@ def test_timeouts_are_bounded_and_a_rerun_asks_again(tmp_path):
     problems = problems_dir(tmp_path)
     out = tmp_path / "gen"
     flags = ["--timeout", "0.5", "--timeout-retries", "1"]
-    with FakeApi("openai", slow) as fake:
+    with FakeApi("openai", slow, MARKERS) as fake:
         done = run(generate_command(problems, out, fake.url, *flags))
     assert done.returncode == 1, done.stderr
     assert fake.counts["3_ReLU"] == 2  # the first try and one retry
@@ -288,7 +186,7 @@ def test_timeouts_are_bounded_and_a_rerun_asks_again(tmp_path):
     def quick(problem, n, prompt):
         return ("answer", block("class ModelNew: pass\n"))
 
-    with FakeApi("openai", quick) as fake:
+    with FakeApi("openai", quick, MARKERS) as fake:
         again = run(generate_command(problems, out, fake.url, *flags))
     assert again.returncode == 0, again.stderr
     assert fake.counts == {"3_ReLU": 1}  # only the missing sample
@@ -301,9 +199,9 @@ def test_kill_mid_run_and_resume_requests_only_what_is_missing(tmp_path):
 
     problems = problems_dir(tmp_path)
     out = tmp_path / "gen"
-    command = None
-    with FakeApi("openai", script) as fake:
-        command = generate_command(problems, out, fake.url, "--samples", "4", "-j", "2", "-q")
+    flags = ["--samples", "4"]
+    with FakeApi("openai", script, MARKERS) as fake:
+        command = generate_command(problems, out, fake.url, *flags, "-j", "2", "-q")
         proc = subprocess.Popen(command, env=key_env(), stdout=subprocess.PIPE, text=True)
         jsonl = out / "generations.jsonl"
         deadline = time.monotonic() + 60
@@ -319,8 +217,8 @@ def test_kill_mid_run_and_resume_requests_only_what_is_missing(tmp_path):
     # At most the requests in flight (2) were lost.
     assert first_requests - len(kept) <= 2
 
-    with FakeApi("openai", script) as fake:
-        again = run(command[:-1] + ["-j", "4"])
+    with FakeApi("openai", script, MARKERS) as fake:
+        again = run(generate_command(problems, out, fake.url, *flags, "-j", "4"))
     assert again.returncode == 0, again.stderr
     assert sum(fake.counts.values()) == 12 - len(kept)
     rows = ledger(out)
@@ -332,7 +230,7 @@ def test_kill_mid_run_and_resume_requests_only_what_is_missing(tmp_path):
 def test_input_blind_prompt_and_hardware_notes(tmp_path):
     problems = problems_dir(tmp_path, names=("3_ReLU",))
     out = tmp_path / "gen"
-    with FakeApi("openai", lambda p, n, prompt: ("answer", block("x = 1\n"))) as fake:
+    with FakeApi("openai", lambda p, n, prompt: ("answer", block("x = 1\n")), MARKERS) as fake:
         done = run(
             generate_command(
                 problems, out, fake.url, "--prompt", "input-blind", "--hardware", "H200"
@@ -369,8 +267,68 @@ def test_missing_key_is_a_clear_error(tmp_path):
     assert done.returncode == 2
     assert "KBV_API_KEY" in done.stderr and "KBV_NO_API_KEY" in done.stderr
     # A local server without auth: no key, no header.
-    with FakeApi("openai", lambda p, n, prompt: ("answer", block("x = 1\n"))) as fake:
+    with FakeApi("openai", lambda p, n, prompt: ("answer", block("x = 1\n")), MARKERS) as fake:
         env["KBV_NO_API_KEY"] = "1"
         done = run(generate_command(problems, tmp_path / "gen", fake.url), env=env)
     assert done.returncode == 0, done.stderr
     assert "Authorization" not in fake.headers[0]
+
+
+@pytest.mark.e2e
+def test_end_to_end_generate_run_both_protocols_and_compare(tmp_path, cache_dir):
+    """The README's sequence, small: generate against the fake server (honest candidates, and no
+    code for MSELoss), evaluate under standard and verified, compare. The sample without code is
+    a failed sample in every figure."""
+    problems = problems_dir(tmp_path)
+    answers = {
+        "3_ReLU": block(honest("3_ReLU")),
+        "4_Softmax": block(honest("4_Softmax")),
+        "10_MSELoss": "The kernel is left as an exercise.",
+    }
+    out = tmp_path / "runs" / "fake-model"
+    with FakeApi("openai", lambda p, n, prompt: ("answer", answers[p]), MARKERS) as fake:
+        done = run(generate_command(problems, out, fake.url))
+    assert done.returncode == 0, done.stderr
+    quick = ["--device", "cpu", "--draws", "1", "--samples", "2", "--rounds", "1", "-q"]
+    for protocol in ("standard", "verified"):
+        evaluated = subprocess.run(
+            [kbv_binary(), "run", "--problems", str(problems), "--candidates", str(out.parent),
+             "--db", str(tmp_path / f"{protocol}.sqlite"), "--protocol", protocol,
+             "--cache-dir", str(cache_dir), "--timeout", "60", *quick],
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert evaluated.returncode == 0, evaluated.stderr
+        assert "3 tasks: 3 evaluated now" in evaluated.stdout, evaluated.stdout
+        assert "compile_error  1" in evaluated.stdout, evaluated.stdout
+    compared = subprocess.run(
+        [kbv_binary(), "compare", str(tmp_path / "standard.sqlite"),
+         str(tmp_path / "verified.sqlite"), "--format", "json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    table = json.loads(compared.stdout)
+    assert table["protocols"] == {"a": "standard", "b": "verified"}
+    overall = next(g for g in table["groups"] if g["group_by"] == "overall")
+    assert overall["protocol"] == "standard vs verified"
+    figures = overall["figures"]
+    assert figures["tasks"] == {"a": 3, "b": 3, "diff": 0}
+    for side in ("a", "b"):
+        assert figures["correct_rate"][side] == pytest.approx(2 / 3)  # the stub counts
+        assert figures["geomean_tf32"][side] is not None
+        assert figures["geomean_fp32"][side] is not None
+        assert "memory_raised_share" in figures
+    assert table["candidates"]["matched"] == 3
+    text = subprocess.run(
+        [kbv_binary(), "compare", str(tmp_path / "standard.sqlite"),
+         str(tmp_path / "verified.sqlite")],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    assert "protocol standard vs verified" in text and "memory_raised_share" in text
+    report = subprocess.run(
+        [kbv_binary(), "report", str(tmp_path / "verified.sqlite"), "--format", "json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    tasks = json.loads(report.stdout)["tasks"]
+    stub = next(t for t in tasks if t["problem"] == "10_MSELoss")
+    assert stub["verdict"] == "compile_error"
+    assert "no code block" in stub["reason"]
