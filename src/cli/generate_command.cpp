@@ -59,6 +59,11 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
                   "a Retry-After from the server takes precedence when longer")
       ->check(CLI::Range(0.0, 600.0));
   cmd->add_option("--levels", options.levels, "only these levels, e.g. 1,2");
+  cmd->add_option("--filter", r.filters,
+                  "only problems whose levelL/name contains one of these, e.g. "
+                  "level1/3_ReLU,Softmax")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--quiet,-q", options.quiet, "no progress lines");
 }
 

@@ -120,6 +120,11 @@ GenerateSummary generate(const GenerateRequest& request) {
     if (!request.levels.empty() &&
         std::find(request.levels.begin(), request.levels.end(), *p.level) == request.levels.end())
       continue;
+    const auto label = fmt::format("level{}/{}", *p.level, p.name);
+    if (!request.filters.empty() &&
+        std::none_of(request.filters.begin(), request.filters.end(),
+                     [&](const std::string& f) { return label.find(f) != std::string::npos; }))
+      continue;
     problems.push_back(std::move(p));
   }
   if (problems.empty()) throw std::runtime_error("no problems under " + request.problems.string());

@@ -27,7 +27,9 @@ struct GenerateRequest {
   std::string prompt = "one-shot", hardware;
   double rpm = 0;  // requests per minute over the run; 0: no cap
   RetryPolicy retry;
-  std::vector<int> levels;                           // empty: every level
+  std::vector<int> levels;  // empty: every level
+  // Only problems whose "levelL/name" contains one of these (empty: every problem).
+  std::vector<std::string> filters;
   std::function<void(const std::string&)> progress;  // status lines; none when unset
   bool status_line = false;                          // progress rewrites one line (a terminal)
 };

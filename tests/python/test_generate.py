@@ -227,16 +227,14 @@ def test_kill_mid_run_and_resume_requests_only_what_is_missing(tmp_path):
     assert len(list(out.glob("level_1_problem_*_sample_*_kernel.py"))) == 12
 
 
-def test_input_blind_prompt_and_hardware_notes(tmp_path):
-    problems = problems_dir(tmp_path, names=("3_ReLU",))
+def test_input_blind_prompt_hardware_notes_and_filter(tmp_path):
+    problems = problems_dir(tmp_path)
     out = tmp_path / "gen"
+    flags = ["--prompt", "input-blind", "--hardware", "H200", "--filter", "level1/3_,Nothing"]
     with FakeApi("openai", lambda p, n, prompt: ("answer", block("x = 1\n")), MARKERS) as fake:
-        done = run(
-            generate_command(
-                problems, out, fake.url, "--prompt", "input-blind", "--hardware", "H200"
-            )
-        )
+        done = run(generate_command(problems, out, fake.url, *flags))
     assert done.returncode == 0, done.stderr
+    assert fake.counts == {"3_ReLU": 1}  # the filter kept ReLU only
     prompt = fake.prompts["3_ReLU"]
     assert "Elementwise ReLU" in prompt and "def forward" in prompt
     for hidden in ("def get_inputs", "def get_init_inputs", "batch_size =", "dim =", "_LARGE"):
