@@ -48,6 +48,7 @@ class FakeApi:
         self.counts: Counter[str] = Counter()
         self.prompts: dict[str, str] = {}
         self.headers: list[dict[str, str]] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each request
         self.lock = threading.Lock()
         fake = self
 
@@ -64,6 +65,7 @@ class FakeApi:
                     fake.counts[problem] += 1
                     fake.prompts[problem] = prompt
                     fake.headers.append(dict(self.headers))
+                    fake.arrivals.append(time.monotonic())
                 fake.act(self, fake.script(problem, n, prompt))
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
