@@ -74,7 +74,15 @@ namespace {
 std::optional<std::string> api_key(const std::string& api, std::string& error) {
   for (const auto& name : generate::key_variables(api)) {
     const char* value = std::getenv(name.c_str());
-    if (value && *value) return std::string(value);
+    if (!value || !*value) continue;
+    // A key with a line break would end its header and start another: refused, not sent.
+    for (const char* c = value; *c; ++c) {
+      if (static_cast<unsigned char>(*c) < 0x20 || *c == 0x7f) {
+        error = fmt::format("{} holds a control character (a line break?): not a key", name);
+        return std::nullopt;
+      }
+    }
+    return std::string(value);
   }
   if (const char* none = std::getenv("KBV_NO_API_KEY"); none && std::string(none) == "1") {
     return std::string();
@@ -135,6 +143,13 @@ int run_generate(GenerateOptions& options) {
     return 2;
   }
   if (!options.quiet && ::isatty(STDERR_FILENO)) fmt::print(stderr, "\n");
+  if (!s.fatal.empty()) {
+    fmt::print(stderr,
+               "kbv generate: stopped by a fault of kbv (what was recorded stays; rerun to go "
+               "on): {}\n",
+               s.fatal);
+    return 3;
+  }
   for (const auto& skipped : s.skipped) fmt::print("skipped problem {}\n", skipped);
   fmt::print("{} samples ({} problems x {}): {} generated now, {} already there{}, {} failed\n",
              s.planned, s.problems, r.samples, s.generated, s.already_done,

@@ -21,7 +21,8 @@ struct GenerateOptions {
 void add_generate_command(CLI::App& app, GenerateOptions& options);
 
 // Exit status: 0 when every planned sample has a final row (whatever its outcome), 1 when some
-// requests failed (a rerun asks for them again), 2 for usage errors (a missing key included).
+// requests failed (a rerun asks for them again), 2 for usage errors (a missing key included, or
+// another kbv generate writing the same folder), 3 for a fault of kbv itself (a full disk).
 int run_generate(GenerateOptions& options);
 
 }  // namespace kbv::cli

@@ -218,6 +218,69 @@ GenerateSummary generate(const GenerateRequest& request) {
                     summary.outcomes["no_code_block"], summary.failed, in_flight, eta));
   };
 
+  // One sample: its request, its file and its row. Throws only for kbv's own failures.
+  auto run_job = [&](const Job& job, const ExchangeContext& context) {
+    auto http = provider->request(job.problem->prompt, params, request.key);
+    Exchange ex = exchange(context, http);
+    json row = {{"problem", job.problem->label},
+                {"problem_file", job.problem->problem.path.string()},
+                {"problem_sha256", job.problem->problem_sha256},
+                {"level", job.key.level},
+                {"problem_id", job.key.problem_id},
+                {"sample", job.key.sample},
+                {"api", request.api},
+                {"model", request.model},
+                {"temperature", request.temperature ? json(*request.temperature) : json()},
+                {"max_tokens", request.max_tokens},
+                {"prompt", request.prompt},
+                {"hardware", request.hardware.empty() ? json() : json(request.hardware)},
+                {"prompt_sha256", job.problem->prompt_sha256},
+                {"prompt_files_sha256", prompt_set.file_sha256},
+                {"attempts", ex.attempts},
+                {"latency_s", ex.latency_s},
+                {"finished_at", utc_now()}};
+    if (!ex.retried.empty()) row["retries"] = ex.retried;
+    std::string event;
+    if (ex.answered) {
+      auto w = decide(job.key, ex.completion.text, ex.completion.truncated);
+      auto file = kernel_file_name(job.key);
+      // The file before its row: a row always has its file (ledger.hpp).
+      write_atomically(request.out / file, w.content);
+      row["response"] = redact(ex.completion.text, request.key);
+      row["usage"] = ex.completion.usage;
+      row["finish_reason"] = ex.completion.finish_reason;
+      row["outcome"] = w.outcome;
+      row["code_blocks"] = w.extracted.blocks;
+      row["block_taken"] = w.extracted.taken >= 0 ? json(w.extracted.taken) : json();
+      row["kernel_file"] = file;
+      row["stub"] = w.stub;
+      row["code_sha256"] = sha256_hex(w.content);
+      ledger.append(row);
+      std::lock_guard lock(mutex);
+      ++summary.generated;
+      ++summary.outcomes[w.outcome];
+      if (w.outcome != "ok") event = fmt::format("{}: {}", file, w.outcome);
+    } else {
+      row["outcome"] = "request_failed";
+      row["error"] = redact(ex.error, request.key);
+      row["http_status"] = ex.last_status;
+      ledger.append(row);
+      std::lock_guard lock(mutex);
+      ++summary.failed;
+      summary.failures.push_back(
+          fmt::format("{}: {}", kernel_file_name(job.key), redact(ex.error, request.key)));
+      event = summary.failures.back();
+      if (ex.auth_failed && !stop.exchange(true)) {
+        summary.stopped_on_auth = true;
+        event += " (stopping: every request would be refused)";
+      }
+    }
+    std::lock_guard lock(mutex);
+    --in_flight;
+    ++finished;
+    report_progress(event);
+  };
+
   auto worker = [&](unsigned seed) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
@@ -236,65 +299,17 @@ GenerateSummary generate(const GenerateRequest& request) {
         std::lock_guard lock(mutex);
         ++in_flight;
       }
-      auto http = provider->request(job.problem->prompt, params, request.key);
-      Exchange ex = exchange(context, http);
-      json row = {{"problem", job.problem->label},
-                  {"problem_file", job.problem->problem.path.string()},
-                  {"problem_sha256", job.problem->problem_sha256},
-                  {"level", job.key.level},
-                  {"problem_id", job.key.problem_id},
-                  {"sample", job.key.sample},
-                  {"api", request.api},
-                  {"model", request.model},
-                  {"temperature", request.temperature ? json(*request.temperature) : json()},
-                  {"max_tokens", request.max_tokens},
-                  {"prompt", request.prompt},
-                  {"hardware", request.hardware.empty() ? json() : json(request.hardware)},
-                  {"prompt_sha256", job.problem->prompt_sha256},
-                  {"prompt_files_sha256", prompt_set.file_sha256},
-                  {"attempts", ex.attempts},
-                  {"latency_s", ex.latency_s},
-                  {"finished_at", utc_now()}};
-      if (!ex.retried.empty()) row["retries"] = ex.retried;
-      std::string event;
-      if (ex.answered) {
-        auto w = decide(job.key, ex.completion.text, ex.completion.truncated);
-        auto file = kernel_file_name(job.key);
-        // The file before its row: a row always has its file (ledger.hpp).
-        write_atomically(request.out / file, w.content);
-        row["response"] = redact(ex.completion.text, request.key);
-        row["usage"] = ex.completion.usage;
-        row["finish_reason"] = ex.completion.finish_reason;
-        row["outcome"] = w.outcome;
-        row["code_blocks"] = w.extracted.blocks;
-        row["block_taken"] = w.extracted.taken >= 0 ? json(w.extracted.taken) : json();
-        row["kernel_file"] = file;
-        row["stub"] = w.stub;
-        row["code_sha256"] = sha256_hex(w.content);
-        ledger.append(row);
+      try {
+        run_job(job, context);
+      } catch (const std::exception& error) {
+        // kbv's own failure (a full disk, say): nothing more can be recorded, so the run stops;
+        // what was recorded stays, and a rerun asks for the rest.
         std::lock_guard lock(mutex);
-        ++summary.generated;
-        ++summary.outcomes[w.outcome];
-        if (w.outcome != "ok") event = fmt::format("{}: {}", file, w.outcome);
-      } else {
-        row["outcome"] = "request_failed";
-        row["error"] = redact(ex.error, request.key);
-        row["http_status"] = ex.last_status;
-        ledger.append(row);
-        std::lock_guard lock(mutex);
-        ++summary.failed;
-        summary.failures.push_back(
-            fmt::format("{}: {}", kernel_file_name(job.key), redact(ex.error, request.key)));
-        event = summary.failures.back();
-        if (ex.auth_failed && !stop.exchange(true)) {
-          summary.stopped_on_auth = true;
-          event += " (stopping: every request would be refused)";
-        }
+        --in_flight;
+        if (summary.fatal.empty()) summary.fatal = redact(error.what(), request.key);
+        stop = true;
+        return;
       }
-      std::lock_guard lock(mutex);
-      --in_flight;
-      ++finished;
-      report_progress(event);
     }
   };
 

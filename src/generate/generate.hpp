@@ -44,6 +44,7 @@ struct GenerateSummary {
   int failed =
       0;  // requests never answered usably: no row of a final outcome, asked again next run
   bool stopped_on_auth = false;
+  std::string fatal;  // kbv's own failure that stopped the run (e.g. a full disk); empty if none
   std::vector<std::string> failures;  // "level_1_problem_3_sample_0: why"
   std::vector<std::string> skipped;   // problems that cannot be written in KernelBench's layout
 };

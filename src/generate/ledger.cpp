@@ -1,6 +1,7 @@
 #include "generate/ledger.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,17 +46,22 @@ LedgerState parse_ledger(std::string_view text) {
 }
 
 Ledger::Ledger(fs::path path) : path_(std::move(path)) {
-  if (fs::exists(path_)) {
-    std::ifstream in(path_, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto content = text.str();
-    state_ = parse_ledger(content);
-    if (state_.complete_bytes != content.size()) fs::resize_file(path_, state_.complete_bytes);
-  }
   fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0)
     throw std::system_error(errno, std::generic_category(), "cannot open " + path_.string());
+  // One writer per folder: two runs into one folder would both ask for the same missing samples
+  // and write their files over each other. The lock goes with the descriptor (and the process).
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    throw LedgerBusy("another kbv generate is writing " + path_.string());
+  }
+  std::ifstream in(path_, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto content = text.str();
+  state_ = parse_ledger(content);
+  if (state_.complete_bytes != content.size()) fs::resize_file(path_, state_.complete_bytes);
 }
 
 Ledger::~Ledger() {

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -38,9 +39,14 @@ LedgerState parse_ledger(std::string_view text);
 
 SampleKey key_of(const nlohmann::json& row);
 
+struct LedgerBusy : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Ledger {
  public:
-  // Reads the file if it exists (cutting a partial last line), then opens it for appending.
+  // Opens the file for appending under an exclusive lock (LedgerBusy when another process holds
+  // it), then reads it, cutting a partial last line.
   explicit Ledger(std::filesystem::path path);
   ~Ledger();
   Ledger(const Ledger&) = delete;

@@ -276,6 +276,8 @@ TEST(GenerateLedger, PartialLastLineIsCutBeforeAppending) {
   Ledger again(path);
   EXPECT_EQ(again.state().rows.size(), 2u);
   EXPECT_EQ(again.state().unreadable, 0);
+  // One writer per folder.
+  EXPECT_THROW(Ledger{path}, LedgerBusy);
   fs::remove_all(dir);
 }
 

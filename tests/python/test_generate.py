@@ -274,6 +274,13 @@ def test_missing_key_is_a_clear_error(tmp_path):
     done = run(generate_command(problems, tmp_path / "gen", "http://127.0.0.1:9/v1"), env=env)
     assert done.returncode == 2
     assert "KBV_API_KEY" in done.stderr and "KBV_NO_API_KEY" in done.stderr
+    # A key that would break its header line is refused, not sent (and not printed).
+    broken = run(
+        generate_command(problems, tmp_path / "gen", "http://127.0.0.1:9/v1"),
+        env={**env, "KBV_API_KEY": KEY + "\r\nX-Injected: 1"},
+    )
+    assert broken.returncode == 2 and "control character" in broken.stderr
+    assert KEY not in broken.stderr
     # A local server without auth: no key, no header.
     with FakeApi("openai", lambda p, n, prompt: ("answer", block("x = 1\n")), MARKERS) as fake:
         env["KBV_NO_API_KEY"] = "1"
