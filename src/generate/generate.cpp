@@ -320,6 +320,7 @@ GenerateSummary generate(const GenerateRequest& request) {
   }
   const int threads =
       std::max(1, std::min<int>(request.concurrency, static_cast<int>(jobs.size())));
+  http_global_init();  // libcurl's global set-up is not thread-safe: before the threads
   std::vector<std::thread> pool;
   std::random_device entropy;
   for (int t = 0; t < threads && !jobs.empty(); ++t) pool.emplace_back(worker, entropy());
