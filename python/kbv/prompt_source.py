@@ -8,11 +8,12 @@ here.
 
 Input-blind (`--input-blind`) removes what tells the model the inputs' sizes: `get_inputs`,
 `get_init_inputs`, and the module-level constants they use (directly or through other
-constants), then any module-level assignment left used by nothing. Removal cuts the nodes' own
-lines (decorators and a trailing comment block included) out of the original text, so the
-comments and layout of what stays are the author's. Python's own parser is used rather than a
-pass in C++ because a problem is Python: line continuations, nested brackets, conditional
-expressions and decorators need no special cases here.
+constants), except those the code that stays reads (a size the Model itself uses stays: the
+shown source must still run); then module-level constant expressions nothing shown reads.
+Removal cuts the nodes' own lines (decorators and a comment block right above included) out of
+the original text, so the comments and layout of what stays are the author's. Python's own
+parser is used rather than a pass in C++ because a problem is Python: line continuations, nested
+brackets, conditional expressions, decorators and scopes need no special cases here.
 """
 
 from __future__ import annotations
@@ -43,6 +44,29 @@ def _assigned_names(node: ast.stmt) -> set[str]:
 
 def _used_names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _free_names(node: ast.AST) -> set[str]:
+    """Names read in `node` that it does not bind itself (parameters, local assignments, loop
+    and comprehension targets): an approximation of the globals it reads, enough to tell a
+    Model's `in_features` parameter from the module's `in_features` constant."""
+    bound: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.arg):
+            bound.add(sub.arg)
+        elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            bound.add(sub.id)
+    return _used_names(node) - bound
+
+
+_CONSTANT_NODES = (
+    ast.Constant, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp,
+    ast.Tuple, ast.List, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
+)  # fmt: skip
+
+
+def _is_constant_expression(value: ast.AST) -> bool:
+    return all(isinstance(n, _CONSTANT_NODES) for n in ast.walk(value))
 
 
 def _value_of(node: ast.stmt) -> ast.AST | None:
@@ -77,21 +101,46 @@ def removed_statements(tree: ast.Module) -> list[ast.stmt]:
                 if value is not None:
                     wanted |= _used_names(value)
                 changed = True
-    # Assignments now read by nothing that stays (e.g. a size switch only the constants used).
+    # A constant that code shown still reads (a size the Model itself uses) stays, with what it
+    # is computed from: the shown source must run as it is.
     changed = True
     while changed:
         changed = False
         kept_uses: set[str] = set()
         for i, node in enumerate(body):
             if i not in removed:
-                value = _value_of(node)
-                kept_uses |= _used_names(value if value is not None else node)
+                # A def or class reads what it does not bind; a module-level statement reads
+                # every name it loads.
+                scoped = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                kept_uses |= _free_names(node) if scoped else _used_names(node)
+        for i in sorted(removed):
+            node = body[i]
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                if _assigned_names(node) & kept_uses:
+                    removed.discard(i)
+                    changed = True
+    # Constant expressions nothing shown reads (KernelBench's leftover `dim = 1`): sizes too.
+    changed = True
+    while changed:
+        changed = False
+        kept_uses = set()
+        for i, node in enumerate(body):
+            if i not in removed:
+                scoped = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                kept_uses |= _free_names(node) if scoped else _used_names(node)
         for i, node in enumerate(body):
             names = _assigned_names(node)
-            if i not in removed and names and not names & kept_uses and _value_of(node):
-                if not any(n.startswith("__") for n in names):  # __all__ and the like stay
-                    removed.add(i)
-                    changed = True
+            value = _value_of(node)
+            if (
+                i not in removed
+                and names
+                and value is not None
+                and _is_constant_expression(value)
+                and not names & kept_uses
+                and not any(n.startswith("__") for n in names)
+            ):
+                removed.add(i)
+                changed = True
     return [body[i] for i in sorted(removed)]
 
 

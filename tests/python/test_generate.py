@@ -266,6 +266,34 @@ def test_input_blind_helper_keeps_what_the_model_needs():
         assert hidden not in shown
     compile(shown, "shown", "exec")
 
+    # Constants the Model itself reads stay (with what they are computed from); a comment block
+    # describing a removed constant goes with it; multi-line statements go whole.
+    tricky = """import torch
+
+SCALE = 2.0 if True else 1.0
+# the batch
+batch = (
+    16
+)
+width = 8 * batch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * SCALE
+
+
+def get_inputs():
+    return [torch.rand(batch, width) * SCALE]
+"""
+    shown = input_blind(tricky)
+    assert "SCALE = 2.0" in shown and "return x * SCALE" in shown
+    for hidden in ("batch", "width", "16", "get_inputs"):
+        assert hidden not in shown
+    namespace: dict = {}
+    exec(compile(shown, "shown", "exec"), namespace)  # runs as shown
+    assert "Model" in namespace
+
 
 def test_missing_key_is_a_clear_error(tmp_path):
     problems = problems_dir(tmp_path, names=("3_ReLU",))
