@@ -125,6 +125,16 @@ GenerateSummary generate(const GenerateRequest& request) {
         std::none_of(request.filters.begin(), request.filters.end(),
                      [&](const std::string& f) { return label.find(f) != std::string::npos; }))
       continue;
+    // Two problems with one level and id would write the same file names.
+    auto same = std::find_if(problems.begin(), problems.end(), [&](const schedule::Problem& q) {
+      return q.level == p.level && q.id == p.id;
+    });
+    if (same != problems.end()) {
+      summary.skipped.push_back(fmt::format(
+          "{}: level {} id {} is also {}'s, and KernelBench's file names hold only those",
+          p.path.string(), *p.level, *p.id, same->path.string()));
+      continue;
+    }
     problems.push_back(std::move(p));
   }
   if (problems.empty()) throw std::runtime_error("no problems under " + request.problems.string());

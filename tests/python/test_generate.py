@@ -253,6 +253,13 @@ def test_input_blind_prompt_hardware_notes_and_filter(tmp_path):
     row = ledger(out)[0]
     assert row["prompt"] == "input-blind" and row["hardware"] == "H200"
     assert row["prompt_files_sha256"]["hardware/H200.md"] == sha256(PROMPTS / "hardware/H200.md")
+    # A second problem with ReLU's level and id would share its file names: skipped, said so.
+    shutil.copy(PROBLEMS / "level1" / "4_Softmax.py", problems / "level1" / "3_Twin.py")
+    with FakeApi("openai", lambda p, n, prompt: ("answer", block("x = 1\n")), MARKERS) as fake:
+        again = run(generate_command(problems, out, fake.url, *flags[:-2], "--filter", "level1/3"))
+    assert again.returncode == 0, again.stderr
+    assert "skipped problem" in again.stdout and "3_Twin.py" in again.stdout
+    assert sum(fake.counts.values()) == 0
 
 
 def test_input_blind_helper_keeps_what_the_model_needs():
