@@ -40,6 +40,7 @@ class FakeApi:
     """A loopback server speaking OpenAI's chat completions or Anthropic's messages. `script`
     maps a problem to a function (n-th request for it, prompt) -> action:
     ("answer", text[, finish]), ("status", code[, retry_after]), ("sleep", seconds, then-action),
+    ("echo_key", code): an error quoting the key it was sent,
     ("cut",): a body shorter than its Content-Length."""
 
     def __init__(self, api: str, script, markers: dict[str, str], port: int = 0):
@@ -102,6 +103,10 @@ class FakeApi:
             if kind == "answer":
                 finish = action[2] if len(action) > 2 else "stop"
                 self.send(handler, 200, self.answer_body(action[1], finish))
+            elif kind == "echo_key":  # a careless server that quotes the key in its error
+                said = handler.headers.get("Authorization") or handler.headers.get("x-api-key")
+                body = json.dumps({"error": f"invalid key: {said}"}).encode()
+                self.send(handler, action[1], body)
             elif kind == "status":
                 extra = {"Retry-After": action[2]} if len(action) > 2 else {}
                 self.send(handler, action[1], b'{"error": {"message": "busy"}}', extra)

@@ -337,11 +337,14 @@ def test_requests_per_minute_cap_spaces_requests(tmp_path):
 
 def test_a_refused_key_stops_the_run(tmp_path):
     problems = problems_dir(tmp_path)
-    with FakeApi("openai", lambda p, n, prompt: ("status", 401), MARKERS) as fake:
+    with FakeApi("openai", lambda p, n, prompt: ("echo_key", 401), MARKERS) as fake:
         done = run(generate_command(problems, tmp_path / "gen", fake.url, "-j", "1"))
     assert done.returncode == 1
     assert sum(fake.counts.values()) == 1  # not retried, and nothing more was sent
     assert "HTTP 401" in done.stdout and "refused the key" in done.stdout
+    # The server quoted the key in its error: kbv redacted it everywhere it wrote the error.
+    assert "invalid key: Bearer [redacted]" in done.stdout
+    assert "[redacted]" in ledger(tmp_path / "gen")[0]["error"]
     assert_no_key(tmp_path / "gen", done.stdout, done.stderr)
 
 
