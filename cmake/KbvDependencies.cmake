@@ -57,6 +57,19 @@ else()
   target_link_libraries(kbv::sqlite INTERFACE ${KBV_SQLITE_LIBRARY})
 endif()
 
+# libcurl (kbv generate's HTTP): Debian's libcurl4-openssl-dev, or on a machine with only the
+# runtime library, the headers staged by scripts/stage_deps.sh and the versioned library.
+find_package(CURL QUIET)
+add_library(kbv::curl INTERFACE IMPORTED)
+if(CURL_FOUND)
+  target_link_libraries(kbv::curl INTERFACE CURL::libcurl)
+else()
+  find_path(KBV_CURL_INCLUDE curl/curl.h PATHS ${CMAKE_SOURCE_DIR}/.deps/include REQUIRED)
+  find_library(KBV_CURL_LIBRARY NAMES curl libcurl.so.4 REQUIRED)
+  target_include_directories(kbv::curl INTERFACE ${KBV_CURL_INCLUDE})
+  target_link_libraries(kbv::curl INTERFACE ${KBV_CURL_LIBRARY})
+endif()
+
 # CUDA for kbv_native's timing path
 set(KBV_HAVE_CUDA OFF)
 if(NOT KBV_CUDA STREQUAL "OFF")

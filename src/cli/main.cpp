@@ -6,6 +6,7 @@
 //   kbv merge   run databases (shards) into one, idempotently
 //   kbv export  a run database as JSON Lines or KernelBench's eval_results.json files
 //   kbv audit   every problem's reference as its own candidate: the suite-quality table
+//   kbv generate  candidates from a model (OpenAI or Anthropic API) in KernelBench's layout
 // Exit status: 0 whenever the work completed, whatever the verdicts; 2 for usage errors (bad
 // arguments, a malformed problem, a missing file); 3 for a fault of kbv itself (kbv eval: also a
 // harness_error outcome, whose JSON is written; kbv run stores those, prints them and exits 0).
@@ -20,6 +21,7 @@
 #include <iostream>
 #include <set>
 
+#include "cli/generate_command.hpp"
 #include "core/flags.hpp"
 #include "core/result.hpp"
 #include "eval/evaluator.hpp"
@@ -421,6 +423,9 @@ int main(int argc, char** argv) {
                   "back into the figures (by default they are left out and listed apart)");
   }
 
+  kbv::cli::GenerateOptions generate_options;
+  kbv::cli::add_generate_command(app, generate_options);
+
   suite.database = "results.sqlite";
   audit_suite.database = "audit.sqlite";
   audit_suite.build_jobs = 1;  // nothing to build: the candidates are the references
@@ -488,6 +493,7 @@ int main(int argc, char** argv) {
       }
       return run_suite(suite);
     }
+    if (generate_options.command->parsed()) return kbv::cli::run_generate(generate_options);
     if (merger->parsed()) return run_merge(merge_inputs, merge_output);
     if (auditor->parsed()) {
       if (auto error = audit_options.finish(); !error.empty()) {

@@ -19,11 +19,14 @@ namespace {
 using GroupId = std::tuple<std::string, std::string, std::string, std::string>;
 using TaskId = std::tuple<std::string, std::string, int, std::string, int>;
 
-std::map<GroupId, const Figures*> groups_of(const Report& r) {
+// `as_protocol`, when set, stands for every section's protocol: the name under which groups of
+// two databases of different protocols are paired (Comparison::protocol_a).
+std::map<GroupId, const Figures*> groups_of(const Report& r, const std::string& as_protocol) {
   std::map<GroupId, const Figures*> out;
   const auto add = [&](const std::string& protocol, const char* by, const Group& g) {
-    out[{protocol, by, g.key, "all"}] = &g.figures;
-    if (g.best_of_n) out[{protocol, by, g.key, "best_of_n"}] = &*g.best_of_n;
+    const std::string& p = as_protocol.empty() ? protocol : as_protocol;
+    out[{p, by, g.key, "all"}] = &g.figures;
+    if (g.best_of_n) out[{p, by, g.key, "best_of_n"}] = &*g.best_of_n;
   };
   for (const auto& s : r.sections) {
     add(s.protocol, "overall", s.overall);
@@ -39,11 +42,11 @@ struct Verdict {
   bool flagged = false;  // its problem is flagged
 };
 
-std::map<TaskId, Verdict> verdicts_of(const Report& r) {
+std::map<TaskId, Verdict> verdicts_of(const Report& r, const std::string& as_protocol) {
   std::map<TaskId, Verdict> out;
   for (const auto& t : r.tasks) {
-    out[{t.protocol, t.run, t.level.value_or(-1), t.problem, t.sample.value_or(-1)}] = {
-        t.verdict, !t.problem_flags.empty()};
+    out[{as_protocol.empty() ? t.protocol : as_protocol, t.run, t.level.value_or(-1), t.problem,
+         t.sample.value_or(-1)}] = {t.verdict, !t.problem_flags.empty()};
   }
   return out;
 }
@@ -69,7 +72,17 @@ Comparison compare(const std::vector<json>& a, const std::vector<json>& b, const
   const Report ra = build_report(a, options, flagged), rb = build_report(b, options, flagged);
   c.flagged = ra.flagged;
   c.flagged.insert(rb.flagged.begin(), rb.flagged.end());
-  const auto ga = groups_of(ra), gb = groups_of(rb);
+  // One protocol on each side, and not the same (a run under `standard` against the same
+  // candidates under `verified`: the paper's comparison): the groups and candidates are paired
+  // across the two protocols, under the name "A-protocol vs B-protocol".
+  std::string across;
+  if (ra.sections.size() == 1 && rb.sections.size() == 1 &&
+      ra.sections[0].protocol != rb.sections[0].protocol) {
+    c.protocol_a = ra.sections[0].protocol;
+    c.protocol_b = rb.sections[0].protocol;
+    across = c.protocol_a + " vs " + c.protocol_b;
+  }
+  const auto ga = groups_of(ra, across), gb = groups_of(rb, across);
   std::map<GroupId, std::pair<const Figures*, const Figures*>> both;
   for (const auto& [id, f] : ga) both[id].first = f;
   for (const auto& [id, f] : gb) both[id].second = f;
@@ -96,7 +109,7 @@ Comparison compare(const std::vector<json>& a, const std::vector<json>& b, const
   }
   c.harness_errors_a = ra.harness_errors;
   c.harness_errors_b = rb.harness_errors;
-  const auto va = verdicts_of(ra), vb = verdicts_of(rb);
+  const auto va = verdicts_of(ra, across), vb = verdicts_of(rb, across);
   for (const auto& [id, left] : va) {
     auto it = vb.find(id);
     if (it == vb.end()) continue;
@@ -134,6 +147,8 @@ json Comparison::to_json() const {
   return {{"schema", "kbv.compare/1"},
           {"a", label_a},
           {"b", label_b},
+          {"protocols",
+           protocol_a.empty() ? json(nullptr) : json{{"a", protocol_a}, {"b", protocol_b}}},
           {"include_flagged", options.include_flagged},
           {"flagged_problems", fl},
           {"groups", gs},
@@ -174,10 +189,16 @@ bool shown(const GroupDiff& g, GroupBy by) {
 }
 
 std::string candidates_line(const Comparison& c) {
+  const std::string same =
+      c.protocol_a.empty()
+          ? "same protocol, run, level, problem, sample"
+          : fmt::format("same run, level, problem, sample; protocol {} in {}, {} in {}",
+                        c.protocol_a, c.label_a, c.protocol_b, c.label_b);
   std::string line = fmt::format(
-      "{} candidates in both (same protocol, run, level, problem, sample): {} with the same "
-      "verdict, {} correct only in {}, {} correct only in {}.",
-      c.matched, c.same_verdict, c.correct_only_in_a, c.label_a, c.correct_only_in_b, c.label_b);
+      "{} candidates in both ({}): {} with the same verdict, {} correct only in {}, {} correct "
+      "only in {}.",
+      c.matched, same, c.same_verdict, c.correct_only_in_a, c.label_a, c.correct_only_in_b,
+      c.label_b);
   if (c.matched_flagged > 0 && c.options.include_flagged) {
     line +=
         fmt::format(" {} of them are of flagged problems (--include-flagged).", c.matched_flagged);

@@ -1,6 +1,8 @@
 // `kbv compare A.sqlite B.sqlite`: the same figures for two sets of results side by side, with
 // the difference B - A, group by group (matched by protocol and group key), and the verdicts of
-// the candidates both hold (matched by protocol, run, level, problem and sample). A problem
+// the candidates both hold (matched by protocol, run, level, problem and sample). Two databases
+// of one protocol each, different (the same candidates under standard and under verified), are
+// paired across the protocols instead (Comparison::protocol_a). A problem
 // flagged in either database (metrics.hpp, FlaggedProblems) is left out of both sides' figures
 // and of the matched candidates unless options.include_flagged, so that both sides are over the
 // same problems; its own figures are groups of group_by `flagged_problem`.
@@ -30,6 +32,10 @@ struct GroupDiff {
 
 struct Comparison {
   std::string label_a, label_b;
+  // Set when each side holds one protocol and they differ (standard.sqlite against
+  // verified.sqlite): groups and candidates are then paired across the protocols, and each
+  // group's `protocol` reads "standard vs verified". Empty otherwise (pairing by protocol).
+  std::string protocol_a, protocol_b;
   Options options;
   std::vector<GroupDiff> groups;
   FlaggedProblems flagged;  // problems flagged in either database, with results in either

@@ -837,5 +837,36 @@ TEST(ReportCompare, SideBySideWithDifferences) {
   EXPECT_DOUBLE_EQ(*other_side.groups[0].figures[0].b, 5);
 }
 
+TEST(ReportCompare, AcrossProtocolsPairsStandardWithVerified) {
+  // The same five candidates under standard (A) and verified (B): one protocol per database,
+  // paired across them; "a" is caught by a hidden family under verified.
+  std::vector<json> standard;
+  for (const auto& r : five_tasks()) {
+    json s = r;
+    s["protocol"]["name"] = "standard";
+    standard.push_back(s);
+  }
+  auto verified = five_tasks();
+  Spec caught = failed("a", "incorrect");
+  caught.failing = {"h3_wide_range"};
+  verified[0] = make(caught);
+  const Comparison c = compare(standard, verified, {}, "standard", "verified");
+  EXPECT_EQ(c.protocol_a, "standard");
+  EXPECT_EQ(c.protocol_b, "verified");
+  ASSERT_FALSE(c.groups.empty());
+  EXPECT_EQ(c.groups[0].protocol, "standard vs verified");
+  EXPECT_TRUE(c.groups[0].in_a && c.groups[0].in_b);
+  EXPECT_EQ(c.matched, 5);
+  EXPECT_EQ(c.correct_only_in_a, 1);
+  for (const auto& f : c.groups[0].figures) {
+    if (f.name == "correct_rate") EXPECT_NEAR(*f.diff, -0.2, 1e-12);
+  }
+  EXPECT_NE(render(c, Format::Markdown).find("protocol standard in standard, verified in verified"),
+            std::string::npos);
+  EXPECT_EQ(json::parse(render(c, Format::Json))["protocols"]["b"], "verified");
+  // One protocol on both sides: paired by protocol as before.
+  EXPECT_TRUE(compare(five_tasks(), five_tasks()).protocol_a.empty());
+}
+
 }  // namespace
 }  // namespace kbv::report
