@@ -56,16 +56,18 @@ void install_routes(httplib::Server& http, Service& service, const std::string& 
     send(res, service.health());
   });
   // The library's own errors (no route, a body over the limit) get a JSON body like ours.
-  http.set_error_handler([max_body_bytes](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message = fmt::format("HTTP {}", res.status);
-    if (res.status == 404) message = "no such route or evaluation";
-    if (res.status == 413) {
-      message = fmt::format("the body is over this server's limit of {} bytes", max_body_bytes);
-    }
-    res.set_content(json{{"error", message}}.dump(), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  using ErrorHandler = httplib::Server::HandlerWithResponse;
+  http.set_error_handler(
+      ErrorHandler([max_body_bytes](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message = fmt::format("HTTP {}", res.status);
+        if (res.status == 404) message = "no such route or evaluation";
+        if (res.status == 413) {
+          message = fmt::format("the body is over this server's limit of {} bytes", max_body_bytes);
+        }
+        res.set_content(json{{"error", message}}.dump(), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   http.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
         std::string what = "unknown error";

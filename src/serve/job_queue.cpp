@@ -205,14 +205,24 @@ std::optional<Job> JobQueue::read_job(const std::string& where, const std::strin
 
 std::optional<Job> JobQueue::take(const std::string& prefer_problem_sha256) {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return closed_ || queued_ > 0; });
-  if (closed_) return std::nullopt;
-  // The preferred problem's oldest job first, then the oldest of all.
-  auto job = read_job("WHERE status = 'queued' ORDER BY (problem_sha256 = ?1) DESC, seq LIMIT 1",
-                      prefer_problem_sha256.empty() ? std::string("-") : prefer_problem_sha256);
-  if (!job) {
-    queued_ = 0;  // out of step with the table (cannot happen): resynchronised
-    return std::nullopt;
+  std::optional<Job> job;
+  while (true) {
+    changed_.wait(lock, [&] { return closed_ || queued_ > 0; });
+    if (closed_) return std::nullopt;
+    // The preferred problem's oldest job first, then the oldest of all; a job whose twin (same
+    // store key: RL resamples identical completions) is being evaluated waits for it, and is then
+    // answered from the store instead of being evaluated twice at once.
+    job = read_job(
+        "WHERE status = 'queued' AND store_key NOT IN "
+        "(SELECT store_key FROM jobs WHERE status = 'running') "
+        "ORDER BY (problem_sha256 = ?1) DESC, seq LIMIT 1",
+        prefer_problem_sha256.empty() ? std::string("-") : prefer_problem_sha256);
+    if (job) break;
+    if (running_ == 0) {
+      queued_ = 0;  // out of step with the table (cannot happen): resynchronised
+      continue;
+    }
+    changed_.wait(lock);  // every queued job waits for its twin: until a job finishes
   }
   Statement update(db_, "UPDATE jobs SET status = 'running' WHERE id = ?");
   update.bind(1, job->id);

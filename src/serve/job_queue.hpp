@@ -73,8 +73,9 @@ class JobQueue {
   std::vector<std::string> submit(const std::vector<NewJob>& jobs);
 
   // The next queued job, marked running: the oldest of `prefer_problem` when there is one (a
-  // device thread keeps its reference session warm across a problem's samples), else the oldest.
-  // Waits while nothing is queued; nullopt once the queue is closed.
+  // device thread keeps its reference session warm across a problem's samples), else the oldest;
+  // never a job whose store key another running job has (it waits for that one's result).
+  // Waits while nothing can be taken; nullopt once the queue is closed.
   std::optional<Job> take(const std::string& prefer_problem_sha256);
 
   // A taken job's end: done (its result is under `store_key`, the key its device's settings

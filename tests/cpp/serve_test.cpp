@@ -255,6 +255,23 @@ TEST(ServeQueue, TakesTheCurrentProblemsJobsFirst) {
   EXPECT_EQ(queue.take(second->problem_sha256)->id, ids[1]);
 }
 
+TEST(ServeQueue, AJobWaitsWhileItsTwinIsEvaluated) {
+  auto dir = fresh_dir("serve_queue_twins");
+  JobQueue queue(dir, policy(), 10);
+  auto ids = queue.submit(
+      {new_job("", "same = 1\n"), new_job("", "same = 1\n"), new_job("", "other = 1\n")});
+  auto first = queue.take("");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->id, ids[0]);
+  auto next = queue.take(first->problem_sha256);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->id, ids[2]);  // the twin of the running job waits
+  queue.finish(first->id, JobStatus::Done, first->store_key);
+  auto twin = queue.take("");
+  ASSERT_TRUE(twin);
+  EXPECT_EQ(twin->id, ids[1]);  // now answered from the store by the pool
+}
+
 TEST(ServeQueue, AFullQueueRefusesAllOrNothingAndAClosedOneRefusesEverything) {
   auto dir = fresh_dir("serve_queue_full");
   JobQueue queue(dir, policy(), 2);
