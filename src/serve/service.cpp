@@ -143,8 +143,9 @@ Answer Service::health() const {
   json devices = json::object();
   for (const auto& t : pool_.threads_json()) {
     auto& d = devices[t["device"].get<std::string>()];
-    d["workers"] = d.value("workers", 0) + 1;
-    d["busy"] = d.value("busy", 0) + (t["job"].is_null() ? 0 : 1);
+    if (d.is_null()) d = {{"workers", 0}, {"busy", 0}};
+    d["workers"] = d["workers"].get<int>() + 1;
+    d["busy"] = d["busy"].get<int>() + (t["job"].is_null() ? 0 : 1);
   }
   json device_list = json::array();
   for (const auto& [name, d] : devices.items()) {
