@@ -324,3 +324,23 @@ def test_client_raises_on_refusals(server):
     with pytest.raises(KbvError) as error:
         Client(server.url, "wrong").submit(RELU, HONEST)
     assert error.value.status == 401
+
+
+def test_a_result_of_kbv_run_answers_the_service(tmp_path, cache_dir):
+    # The same key as kbv run: a database kbv run filled answers the service's requests.
+    run = tmp_path / "candidates" / "model" / "level1"
+    run.mkdir(parents=True)
+    (run / "3_ReLU.py").write_text(ZEROS)
+    db = tmp_path / "shared.sqlite"
+    command = [kbv_binary(), "run", "--problems", str(PROBLEMS), "--db", str(db), "--quiet",
+               "--candidates", str(tmp_path / "candidates"), "--device", "cpu",
+               "--cache-dir", str(cache_dir), "--draws", "2", "--no-timing"]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    s = Server(tmp_path, cache_dir, db=db)
+    try:
+        status, body, _ = http(s, "POST", "/v1/evaluations", request(ZEROS))
+        assert status == 200 and body["from_store"], body
+        assert body["result"]["verdict"] == "incorrect"
+        assert body["reward"]["correct"] is False
+    finally:
+        assert s.stop() == 0
