@@ -114,6 +114,8 @@ class Client:
                 if not isinstance(error.reason, (ConnectionRefusedError, ConnectionResetError)):
                     raise KbvError(f"{method} {path}: {error.reason}") from error
                 status, payload, headers = None, str(error.reason), {}
+            except TimeoutError as error:
+                raise KbvError(f"{method} {path}: no answer in time") from error
             if status in (429, 503) or status is None:
                 self.retries += 1
                 wait = _retry_after(headers, default=1.0)
