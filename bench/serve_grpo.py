@@ -48,7 +48,7 @@ MIX = {
 }
 
 
-def samples(device: str, n: int) -> list[tuple[str, str]]:
+def samples(device: str, n: int, tag: str = "") -> list[tuple[str, str]]:
     """(kind, source) x n: half honest, a quarter wrong, a quarter hacked, interleaved."""
     mix = MIX["cuda" if device.startswith("cuda") else "cpu"]
     order = ["honest", "wrong", "honest", "hacked"]
@@ -57,7 +57,7 @@ def samples(device: str, n: int) -> list[tuple[str, str]]:
         kind = order[k % len(order)]
         files = mix[kind]
         source = (REPO / files[(k // len(order)) % len(files)]).read_text()
-        out.append((kind, f"# grpo sample {k}\n{source}"))
+        out.append((kind, f"# grpo sample {tag}{k}\n{source}"))
     return out
 
 
@@ -148,6 +148,13 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=3)
     parser.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "kbv"))
     parser.add_argument("--out", help="write the figures here as JSON")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="fresh contents for each side (every candidate that compiles builds): the service "
+        "and kbv run each pay for their builds; by default both get the same files, and the one "
+        "run second finds them built",
+    )
     args = parser.parse_args()
     args.devices_args = ["--devices", args.devices] if args.devices else []
     args.eval_args = ["--profile", args.profile, "--draws", str(args.draws)]
@@ -157,11 +164,13 @@ def main() -> None:
         args.eval_args += ["--size", "large"]
 
     problem = (REPO / "problems" / f"{PROBLEM}.py").read_text()
-    batch = samples(args.device, args.samples)
+    tag = os.urandom(4).hex() if args.cold else ""
+    batch = samples(args.device, args.samples, f"serve-{tag}-" if tag else "")
+    run_batch = samples(args.device, args.samples, f"run-{tag}-") if tag else batch
     work = Path(tempfile.mkdtemp(prefix="kbv-serve-bench-"))
     try:
         service = run_service(args, work, problem, batch)
-        suite = run_suite(args, work, problem, batch)
+        suite = run_suite(args, work, problem, run_batch)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     same = service.pop("verdicts") == suite["verdicts"]
@@ -172,6 +181,7 @@ def main() -> None:
         "device": args.device,
         "devices": args.devices or args.device,
         "eval_args": args.eval_args,
+        "cold": args.cold,
         "serve": service,
         "run": {k: v for k, v in suite.items() if k != "verdicts"},
         "verdicts": {v: suite["verdicts"].count(v) for v in sorted(set(suite["verdicts"]))},

@@ -366,6 +366,12 @@ int main(int argc, char** argv) {
                    "evaluations at once on each device (default 1); one timing at a time runs "
                    "per device")
       ->check(CLI::Range(1, 64));
+  serve.build_jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN) / 2));
+  server
+      ->add_option("--build-jobs", serve.build_jobs,
+                   "candidates built at once ahead of evaluation, into the build cache "
+                   "(default: half the CPUs; 0: each builds in its evaluation)")
+      ->check(CLI::Range(0, 512));
   server
       ->add_option("--max-queue", serve.max_queue,
                    "queued evaluations at most; more get 429 with Retry-After (default 1024)")

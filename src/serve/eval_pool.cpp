@@ -147,6 +147,7 @@ void EvalPool::evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& r
     queue_.finish(job.id, JobStatus::Done, key, "", /*from_store=*/true);
     return;
   }
+  if (settings_.builds) settings_.builds->before_evaluation(job.candidate_sha256);
   const auto started = Clock::now();
   Result result;
   try {

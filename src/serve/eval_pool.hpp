@@ -18,6 +18,7 @@
 
 #include "eval/device_gate.hpp"
 #include "eval/eval_request.hpp"
+#include "serve/build_ahead.hpp"
 #include "serve/job_queue.hpp"
 #include "store/store.hpp"
 
@@ -30,6 +31,7 @@ struct PoolSettings {
   std::vector<std::string> devices;  // as --devices names them ("cpu,cpu" is two)
   int workers_per_device = 1;
   std::function<void(const std::string&)> log;
+  BuildAhead* builds = nullptr;  // when set, an evaluation waits for its candidate's build
 };
 
 // The EvalRequest of a job on `device`: the job's settings and limits, the server's placement.

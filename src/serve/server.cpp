@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <future>
+#include <memory>
 #include <thread>
 
+#include "eval/workspace.hpp"
 #include "serve/auth.hpp"
+#include "serve/build_ahead.hpp"
 #include "serve/eval_pool.hpp"
 #include "serve/http_routes.hpp"
 #include "serve/job_queue.hpp"
@@ -53,9 +56,22 @@ int serve(const ServeOptions& options) {
 
   std::vector<std::string> devices = options.devices;
   if (devices.empty()) devices.push_back(options.server.settings.device);
-  PoolSettings pool_settings{options.server, devices, options.workers_per_device, log};
+  // The build workers' folders, reclaimed by the next kbv when this one is killed.
+  const auto& work_dir = options.server.placement.work_dir;
+  const fs::path scratch = (work_dir.empty() ? fs::temp_directory_path() : work_dir) /
+                           fmt::format("kbv-build-{}", ::getpid());
+  fs::create_directories(scratch);
+  eval::FolderOwner scratch_owner(scratch, /*keep=*/false);
+  std::unique_ptr<BuildAhead> builds;
+  if (options.build_jobs > 0) {
+    builds =
+        std::make_unique<BuildAhead>(options.server, devices.front(), options.build_jobs, scratch);
+  }
+  PoolSettings pool_settings{options.server, devices, options.workers_per_device, log,
+                             builds.get()};
   EvalPool pool(queue, db, pool_settings);
-  Service service(policy, queue, db, pool, options.server, devices.front(), options.service);
+  Service service(policy, queue, db, pool, options.server, devices.front(), options.service,
+                  builds.get());
 
   httplib::Server http;
   const size_t threads = static_cast<size_t>(std::max(4, options.http_threads));
@@ -95,6 +111,7 @@ int serve(const ServeOptions& options) {
                   signal_number == SIGTERM ? "SIGTERM" : "SIGINT"));
   service.drain();
   pool.join();
+  if (builds) builds->stop();
   const size_t left = queue.queued();
   say(fmt::format("drained: {} queued job{} kept in {} for the next start", left,
                   left == 1 ? "" : "s", folder.string()));

@@ -23,14 +23,26 @@ Answer error_answer(int status, const std::string& message, int retry_after_s = 
 }  // namespace
 
 Service::Service(RequestPolicy policy, JobQueue& queue, store::Store& db, EvalPool& pool,
-                 eval::EvalRequest server, std::string key_device, ServiceLimits limits)
+                 eval::EvalRequest server, std::string key_device, ServiceLimits limits,
+                 BuildAhead* builds)
     : policy_(std::move(policy)),
       queue_(queue),
       db_(db),
       pool_(pool),
       server_(std::move(server)),
       key_device_(std::move(key_device)),
-      limits_(limits) {}
+      limits_(limits),
+      builds_(builds) {}
+
+void Service::build_ahead(const std::vector<std::string>& ids) {
+  if (!builds_) return;
+  for (const auto& id : ids) {
+    auto job = queue_.get(id);
+    if (job && job->status == JobStatus::Queued) {
+      builds_->add(job->candidate_file, job->candidate_sha256);
+    }
+  }
+}
 
 std::vector<NewJob> Service::new_jobs(std::vector<JobSpec> specs) const {
   std::vector<NewJob> jobs;
@@ -69,6 +81,7 @@ Answer Service::submit(const std::string& body, bool wait) {
     std::vector<JobSpec> specs;
     specs.push_back(parse_job_text(body, policy_));
     ids = queue_.submit(new_jobs(std::move(specs)));
+    build_ahead(ids);
   } catch (const BadRequest& error) {
     return error_answer(400, error.what());
   } catch (const Draining& error) {
@@ -102,6 +115,7 @@ Answer Service::submit(const std::string& body, bool wait) {
 Answer Service::submit_batch(const std::string& body) {
   try {
     auto ids = queue_.submit(new_jobs(parse_batch_text(body, policy_, limits_.max_batch)));
+    build_ahead(ids);
     return {202, {{"ids", ids}}};
   } catch (const BadRequest& error) {
     return error_answer(400, error.what());

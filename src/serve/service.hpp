@@ -31,7 +31,8 @@ struct ServiceLimits {
 class Service {
  public:
   Service(RequestPolicy policy, JobQueue& queue, store::Store& db, EvalPool& pool,
-          eval::EvalRequest server, std::string key_device, ServiceLimits limits);
+          eval::EvalRequest server, std::string key_device, ServiceLimits limits,
+          BuildAhead* builds = nullptr);
 
   // POST /v1/evaluations: 202 {id, status} (200 and the job when it is answered from the store),
   // or with `wait` 200 and the job once it is done (400 when its problem cannot be evaluated);
@@ -49,6 +50,8 @@ class Service {
 
  private:
   std::vector<NewJob> new_jobs(std::vector<JobSpec> specs) const;
+  // Accepted jobs' candidates go to the builds ahead of evaluation.
+  void build_ahead(const std::vector<std::string>& ids);
   Answer refused_busy(const std::exception& error) const;
   nlohmann::json job_json(const Job& job) const;
   int retry_after_s() const;
@@ -60,6 +63,7 @@ class Service {
   eval::EvalRequest server_;
   std::string key_device_;  // the device whose kind keys results looked up at submission
   ServiceLimits limits_;
+  BuildAhead* builds_;
   std::atomic<int> waiting_{0};
 };
 
