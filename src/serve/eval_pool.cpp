@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "core/clock.hpp"
+#include "eval/candidate_worker.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/harness_faults.hpp"
 #include "eval/reference_session.hpp"
@@ -114,17 +115,35 @@ void EvalPool::run_thread(size_t index) {
   std::string current;
   int streak = 0;
   bool healthy = true;
+  // The next job's candidate worker, started while this one is evaluated (process start,
+  // sandbox, torch import), as kbv run's device threads do; dropped when another thread took
+  // that job meanwhile.
+  std::shared_ptr<eval::CandidateWorker> ahead;
+  std::string ahead_job;
   while (healthy) {
     auto job = queue_.take(streak >= kMaxStreak ? std::string() : current);
     if (!job) break;
     streak = job->problem_sha256 == current ? streak + 1 : 1;
     current = job->problem_sha256;
+    std::shared_ptr<eval::CandidateWorker> prestarted;
+    if (ahead_job == job->id) prestarted = std::move(ahead);
+    ahead.reset();
+    ahead_job.clear();
+    if (auto next = queue_.peek(streak >= kMaxStreak ? std::string() : current)) {
+      try {
+        ahead = eval::start_candidate_worker(job_request(settings_.server, *next, device),
+                                             next->candidate_sha256);
+        ahead_job = next->id;
+      } catch (const std::exception&) {
+        // Started again, and its failure reported, in its own evaluation.
+      }
+    }
     {
       std::lock_guard guard(state_);
       slots_[index].job = job->id;
       slots_[index].problem = job->problem_sha256;
     }
-    evaluate_job(index, *job, reference, healthy);
+    evaluate_job(index, *job, reference, std::move(prestarted), healthy);
     std::lock_guard guard(state_);
     slots_[index].job.clear();
   }
@@ -133,12 +152,13 @@ void EvalPool::run_thread(size_t index) {
 }
 
 void EvalPool::evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& reference,
-                            bool& healthy) {
+                            std::shared_ptr<eval::CandidateWorker> prestarted, bool& healthy) {
   const std::string& device = slots_[index].device;
   eval::EvalRequest request = job_request(settings_.server, job, device);
   request.placement.reference = &reference;
   request.placement.gate = gates_.at(device).get();
   request.placement.evaluations_per_device = std::max(1, settings_.workers_per_device);
+  request.placement.prestarted = std::move(prestarted);
   const std::string key =
       job_store_key(settings_.server, job.spec, job.problem_sha256, job.candidate_sha256, device);
   // An identical job ahead of this one (RL resamples the same completion) was evaluated

@@ -68,7 +68,8 @@ class EvalPool {
     std::string problem;
   };
   void run_thread(size_t index);
-  void evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& reference, bool& healthy);
+  void evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& reference,
+                    std::shared_ptr<eval::CandidateWorker> prestarted, bool& healthy);
   void log(const std::string& line) const;
 
   JobQueue& queue_;

@@ -203,6 +203,20 @@ std::optional<Job> JobQueue::read_job(const std::string& where, const std::strin
   return job;
 }
 
+std::optional<Job> JobQueue::next_job(const std::string& prefer_problem_sha256) const {
+  return read_job(
+      "WHERE status = 'queued' AND store_key NOT IN "
+      "(SELECT store_key FROM jobs WHERE status = 'running') "
+      "ORDER BY (problem_sha256 = ?1) DESC, seq LIMIT 1",
+      prefer_problem_sha256.empty() ? std::string("-") : prefer_problem_sha256);
+}
+
+std::optional<Job> JobQueue::peek(const std::string& prefer_problem_sha256) const {
+  std::unique_lock lock(mutex_);
+  if (closed_) return std::nullopt;
+  return next_job(prefer_problem_sha256);
+}
+
 std::optional<Job> JobQueue::take(const std::string& prefer_problem_sha256) {
   std::unique_lock lock(mutex_);
   std::optional<Job> job;
@@ -212,11 +226,7 @@ std::optional<Job> JobQueue::take(const std::string& prefer_problem_sha256) {
     // The preferred problem's oldest job first, then the oldest of all; a job whose twin (same
     // store key: RL resamples identical completions) is being evaluated waits for it, and is then
     // answered from the store instead of being evaluated twice at once.
-    job = read_job(
-        "WHERE status = 'queued' AND store_key NOT IN "
-        "(SELECT store_key FROM jobs WHERE status = 'running') "
-        "ORDER BY (problem_sha256 = ?1) DESC, seq LIMIT 1",
-        prefer_problem_sha256.empty() ? std::string("-") : prefer_problem_sha256);
+    job = next_job(prefer_problem_sha256);
     if (job) break;
     if (running_ == 0) {
       queued_ = 0;  // out of step with the table (cannot happen): resynchronised

@@ -83,6 +83,9 @@ class JobQueue {
   void finish(const std::string& id, JobStatus status, const std::string& store_key,
               const std::string& error = "", bool from_store = false);
 
+  // The job take() would give now, left queued (nullopt when none): its worker is started ahead.
+  std::optional<Job> peek(const std::string& prefer_problem_sha256) const;
+
   std::optional<Job> get(const std::string& id) const;
 
   // Waits until the job is done or failed, the deadline passes, or the queue closes while the
@@ -100,6 +103,7 @@ class JobQueue {
  private:
   void exec(const char* sql) const;
   std::optional<Job> read_job(const std::string& where, const std::string& arg) const;
+  std::optional<Job> next_job(const std::string& prefer_problem_sha256) const;
   std::filesystem::path write_source(const std::string& kind, const std::string& sha,
                                      const std::string& name, const std::string& text);
 
