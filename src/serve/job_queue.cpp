@@ -295,6 +295,14 @@ size_t JobQueue::queued() const {
   return queued_;
 }
 
+std::vector<std::string> JobQueue::queued_ids() const {
+  std::unique_lock lock(mutex_);
+  Statement select(db_, "SELECT id FROM jobs WHERE status = 'queued' ORDER BY seq");
+  std::vector<std::string> ids;
+  while (select.step()) ids.push_back(select.text(0));
+  return ids;
+}
+
 size_t JobQueue::running() const {
   std::unique_lock lock(mutex_);
   return running_;

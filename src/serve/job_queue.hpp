@@ -97,6 +97,7 @@ class JobQueue {
   bool closed() const;
 
   size_t queued() const;
+  std::vector<std::string> queued_ids() const;  // in submission order
   size_t running() const;
   size_t max_queued() const { return max_queued_; }
 

@@ -73,6 +73,8 @@ int serve(const ServeOptions& options) {
   Service service(policy, queue, db, pool, options.server, devices.front(), options.service,
                   builds.get());
 
+  service.resume_builds();
+
   httplib::Server http;
   const size_t threads = static_cast<size_t>(std::max(4, options.http_threads));
   // One thread per connection: a slow client holds its own thread only (read timeouts bound

@@ -45,6 +45,9 @@ class Service {
   // GET /v1/health: status (ok, draining), devices and their threads, queue, workers, version.
   Answer health() const;
 
+  // At start: the queued jobs a stopped server left go to the builds ahead.
+  void resume_builds() { build_ahead(queue_.queued_ids()); }
+
   // SIGTERM: no new work (503), queued jobs stay on disk for the next start.
   void drain();
 
