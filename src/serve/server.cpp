@@ -37,6 +37,12 @@ int serve(const ServeOptions& options) {
   auto say = [&](const std::string& line) {
     if (log) log(line);
   };
+  // Said, not refused: a token others on the machine can read is a token they hold.
+  const auto perms = fs::status(options.token_file).permissions();
+  if ((perms & (fs::perms::group_read | fs::perms::others_read)) != fs::perms::none) {
+    fmt::print(stderr, "kbv serve: warning: {} is readable by other users (chmod 600 it)\n",
+               options.token_file.string());
+  }
 
   // Signals are taken by sigwait below, never by a handler: blocked here, before any thread
   // starts, so every thread inherits the mask. A client that hangs up must not kill the server.
