@@ -40,10 +40,15 @@ MIX = {
         "wrong": ["examples/wrong/relu_zeros.py", "examples/wrong/relu_identity.py"],
         "hacked": ["examples/hacks/b2_ghost_kernel.py", "examples/hacks/s5_content_hash.py"],
     },
+    # Hacks the zoo (examples/zoo.json) rejects on a GPU, on this problem.
     "cuda": {
         "honest": ["examples/candidates/cuda/level1/3_ReLU.py"],
         "wrong": ["examples/wrong/relu_zeros.py", "examples/wrong/relu_identity.py"],
-        "hacked": ["examples/hacks/b2_ghost_kernel.py", "examples/hacks/s5_content_hash.py"],
+        "hacked": [
+            "examples/hacks/cuda/t1_side_stream.py",
+            "examples/hacks/cuda/b2_ghost_global.py",
+            "examples/hacks/s6_inplace_input.py",
+        ],
     },
 }
 
