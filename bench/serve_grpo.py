@@ -7,7 +7,7 @@ JSON): throughput of each, per-sample latency p50/p99 through the service (batch
 the sample's result available), and whether every sample's verdict is the same in both.
 
     python bench/serve_grpo.py --device cpu --samples 8 --no-timing          # CPU, small
-    python bench/serve_grpo.py --device cuda --samples 64 --profile quick    # the H200
+    python bench/serve_grpo.py --device cuda --samples 64 --workers-per-device 4   # the H200
 
 Both runs use the same build cache; run it once before measuring so neither pays for builds.
 """
@@ -148,6 +148,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--devices", default="", help="as kbv run/serve --devices")
     parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument(
+        "--workers-per-device",
+        type=int,
+        default=0,
+        help="for both (default: each its own: 1 for serve, kbv run's 1 on CPU and 2-4 on a GPU)",
+    )
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--no-timing", action="store_true")
     parser.add_argument("--draws", type=int, default=3)
@@ -162,6 +168,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.devices_args = ["--devices", args.devices] if args.devices else []
+    if args.workers_per_device:
+        args.devices_args += ["--workers-per-device", str(args.workers_per_device)]
     args.eval_args = ["--profile", args.profile, "--draws", str(args.draws)]
     if args.no_timing:
         args.eval_args.append("--no-timing")
@@ -185,6 +193,7 @@ def main() -> None:
         "mix": {k: kinds.count(k) for k in ("honest", "wrong", "hacked")},
         "device": args.device,
         "devices": args.devices or args.device,
+        "workers_per_device": args.workers_per_device or "default",
         "eval_args": args.eval_args,
         "cold": args.cold,
         "serve": service,
