@@ -156,6 +156,18 @@ def test_every_error_code_has_a_reason(server):
     assert status == 400 and "request 1 of the batch" in body["error"]
 
 
+def test_a_problem_the_reference_cannot_load_is_a_400_with_the_reason(server):
+    broken = RELU.replace(
+        "def get_inputs():", "def get_inputs():\n    raise ValueError('no inputs')"
+    )
+    body = request(HONEST)
+    body["problem"] = broken
+    status, job, _ = http(server, "POST", "/v1/evaluations?wait=1", body)
+    assert status == 400 and job["status"] == "failed", job
+    assert "no inputs" in job["error"]
+    assert server.client().evaluate(broken, HONEST, **OPTIONS)["status"] == "failed"
+
+
 def test_sixteen_concurrent_clients(server):
     expected = {"honest": "correct", "zeros": "incorrect", "identity": "incorrect"}
     sources = {"honest": HONEST, "zeros": ZEROS, "identity": IDENTITY}
