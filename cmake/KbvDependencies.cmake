@@ -88,3 +88,17 @@ if(NOT KBV_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "kbv: CUDA timing path ${KBV_HAVE_CUDA}")
+
+# cpp-httplib (kbv serve). Debian's libcpp-httplib-dev is a compiled library with a pkg-config
+# file and no CMake config; elsewhere upstream's single header (header-only) is staged in .deps.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+endif()
+add_library(kbv::httplib INTERFACE IMPORTED)
+if(HTTPLIB_FOUND)
+  target_link_libraries(kbv::httplib INTERFACE PkgConfig::HTTPLIB)
+else()
+  find_path(KBV_HTTPLIB_INCLUDE httplib.h PATHS ${CMAKE_SOURCE_DIR}/.deps/include REQUIRED)
+  target_include_directories(kbv::httplib INTERFACE ${KBV_HTTPLIB_INCLUDE})
+endif()

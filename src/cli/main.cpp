@@ -7,6 +7,7 @@
 //   kbv export  a run database as JSON Lines or KernelBench's eval_results.json files
 //   kbv audit   every problem's reference as its own candidate: the suite-quality table
 //   kbv generate  candidates from a model (OpenAI or Anthropic API) in KernelBench's layout
+//   kbv serve   an HTTP reward service for RL loops (docs/serve.md)
 // Exit status: 0 whenever the work completed, whatever the verdicts; 2 for usage errors (bad
 // arguments, a malformed problem, a missing file); 3 for a fault of kbv itself (kbv eval: also a
 // harness_error outcome, whose JSON is written; kbv run stores those, prints them and exits 0).
@@ -36,6 +37,7 @@
 #include "schedule/devices.hpp"
 #include "schedule/ray_run.hpp"
 #include "schedule/suite.hpp"
+#include "serve/server.hpp"
 #include "store/merge.hpp"
 #include "store/store.hpp"
 
@@ -387,6 +389,58 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   audit_options.add_to(auditor);
 
+  EvalOptions serve_options;
+  kbv::serve::ServeOptions serve;
+  std::string serve_devices;
+  auto* server = app.add_subcommand(
+      "serve",
+      "an HTTP reward service for RL loops: POST /v1/evaluations with a problem and a candidate, "
+      "get the result and its reward components (docs/serve.md); SIGTERM drains");
+  server->add_option("--host", serve.host, "address to listen on (default 127.0.0.1: loopback)");
+  server->add_option("--port", serve.port, "port (default 8000; 0: any free port, printed)")
+      ->check(CLI::Range(0, 65535));
+  server
+      ->add_option("--token-file", serve.token_file,
+                   "file holding the bearer token every request must carry (required)")
+      ->required();
+  server->add_option("--db", serve.database,
+                     "SQLite results database, shared with kbv run (default results.sqlite); "
+                     "the queue and the sources go to <db>.serve/");
+  server->add_option("--devices", serve_devices,
+                     "all, cpu, or cuda:0,cuda:1,... (default: --device)");
+  server
+      ->add_option("--workers-per-device", serve.workers_per_device,
+                   "evaluations at once on each device (default 1); one timing at a time runs "
+                   "per device")
+      ->check(CLI::Range(1, 64));
+  serve.build_jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN) / 2));
+  server
+      ->add_option("--build-jobs", serve.build_jobs,
+                   "candidates built at once ahead of evaluation, into the build cache "
+                   "(default: half the CPUs; 0: each builds in its evaluation)")
+      ->check(CLI::Range(0, 512));
+  server
+      ->add_option("--max-queue", serve.max_queue,
+                   "queued evaluations at most; more get 429 with Retry-After (default 1024)")
+      ->check(CLI::Range(1, 1000000));
+  server
+      ->add_option("--max-body-bytes", serve.max_body_bytes,
+                   "largest request body; larger gets 413 (default 16 MiB)")
+      ->check(CLI::Range(1024, 1 << 30));
+  server
+      ->add_option("--max-batch", serve.service.max_batch,
+                   "requests per POST /v1/batches at most (default 1024)")
+      ->check(CLI::Range(1, 100000));
+  int max_wait_s = 3600;
+  server
+      ->add_option("--max-wait", max_wait_s,
+                   "seconds a ?wait=1 request waits before it is answered 202 (default 3600)")
+      ->check(CLI::Range(1, 86400));
+  server
+      ->add_option("--http-threads", serve.http_threads, "connections served at once (default 64)")
+      ->check(CLI::Range(4, 4096));
+  serve_options.add_to(server);
+
   std::string export_db, export_format = "jsonl", export_out;
   auto* exporter = app.add_subcommand("export",
                                       "write a run database as JSON Lines or "
@@ -495,6 +549,18 @@ int main(int argc, char** argv) {
     }
     if (generate_options.command->parsed()) return kbv::cli::run_generate(generate_options);
     if (merger->parsed()) return run_merge(merge_inputs, merge_output);
+    if (server->parsed()) {
+      if (auto error = serve_options.finish(); !error.empty()) {
+        fmt::print(stderr, "kbv: {}\n", error);
+        return kExitUsage;
+      }
+      serve.server = serve_options.request;
+      if (!serve_devices.empty()) serve.devices = kbv::schedule::parse_devices(serve_devices);
+      serve.service.max_wait = std::chrono::seconds(max_wait_s);
+      serve.service.max_waiting = std::max(1, serve.http_threads / 2);
+      reclaim_leftovers(serve.server);
+      return kbv::serve::serve(serve);
+    }
     if (auditor->parsed()) {
       if (auto error = audit_options.finish(); !error.empty()) {
         fmt::print(stderr, "kbv: {}\n", error);

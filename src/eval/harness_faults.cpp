@@ -121,4 +121,18 @@ std::string stage_in_words(const std::string& stage) {
   return it == words.end() ? stage : it->second;
 }
 
+Result harness_error_result(const EvalRequest& request, HarnessFault fault,
+                            const std::string& problem_name) {
+  namespace fs = std::filesystem;
+  Result result;
+  result.verdict = Verdict::HarnessError;
+  result.reason = fault.reason();
+  result.harness_fault = std::move(fault);
+  result.candidate = {{"path", fs::absolute(request.candidate).string()}};
+  result.problem = {{"path", fs::absolute(request.problem).string()}, {"name", problem_name}};
+  result.protocol = {{"name", request.settings.protocol}};
+  result.limits = request.limits.to_json();
+  return result;
+}
+
 }  // namespace kbv::eval

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/result.hpp"
+#include "eval/eval_request.hpp"
 #include "judge/harness_fault.hpp"
 
 namespace kbv::eval {
@@ -52,6 +54,11 @@ struct FaultOutcome {
 // (judge::candidate_could_reach_reference).
 FaultOutcome fault_outcome(const std::exception& error, const std::string& stage,
                            const DiskPlaces& places, const CandidateState& candidate);
+
+// The harness_error result of an evaluation that failed outside the evaluator (the gate, the
+// ledger, storing its result): what kbv run and kbv serve store and report for it.
+Result harness_error_result(const EvalRequest& request, HarnessFault fault,
+                            const std::string& problem_name);
 
 // What an evaluation was doing in one of its stages (the durations_s names), in words.
 std::string stage_in_words(const std::string& stage);

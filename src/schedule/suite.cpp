@@ -17,6 +17,7 @@
 #include "core/hash.hpp"
 #include "eval/device_gate.hpp"
 #include "eval/evaluator.hpp"
+#include "eval/harness_faults.hpp"
 #include "eval/reference_session.hpp"
 #include "eval/workspace.hpp"
 #include "judge/harness_fault.hpp"
@@ -231,19 +232,6 @@ class DeviceThread {
     }
   }
 
-  // A harness_error result for a task whose evaluation failed outside the evaluator.
-  Result harness_error_result(const Task& t, HarnessFault fault) const {
-    Result result;
-    result.verdict = Verdict::HarnessError;
-    result.reason = fault.reason();
-    result.harness_fault = std::move(fault);
-    result.candidate = {{"path", fs::absolute(t.candidate.path).string()}};
-    result.problem = {{"path", fs::absolute(t.problem.path).string()}, {"name", t.problem.name}};
-    result.protocol = {{"name", run_.request.settings.settings.protocol}};
-    result.limits = run_.request.settings.limits.to_json();
-    return result;
-  }
-
   // A failure while other evaluations shared the device may be theirs (device memory taken, a
   // hang slowing every context), and so may the reference running out of device memory (their
   // cases and workers held it: KernelBench's largest problems at their sizes).
@@ -273,7 +261,8 @@ class DeviceThread {
     } catch (const std::exception& error) {
       // The evaluator turns faults inside an evaluation into harness_error results itself; this
       // is one outside it (the gate, the ledger). The same outcome: stored, the run goes on.
-      return harness_error_result(task(i), judge::classify_exception(error, "evaluating the task"));
+      return kbv::eval::harness_error_result(
+          eval, judge::classify_exception(error, "evaluating the task"), task(i).problem.name);
     }
   }
 
@@ -390,7 +379,7 @@ class DeviceThread {
       // task, since nothing is stored for it.
       stored = false;
       auto fault = judge::classify_exception(error, "storing the result");
-      result = harness_error_result(t, fault);
+      result = kbv::eval::harness_error_result(request_for(i), fault, t.problem.name);
     }
     bool healthy = true;
     if (device_.starts_with("cuda") &&

@@ -1,0 +1,184 @@
+#include "serve/service.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/hash.hpp"
+#include "core/result.hpp"
+#include "schedule/resume.hpp"
+#include "serve/reward.hpp"
+
+namespace kbv::serve {
+
+using nlohmann::json;
+
+namespace {
+
+Answer error_answer(int status, const std::string& message, int retry_after_s = 0) {
+  return {status, {{"error", message}}, retry_after_s};
+}
+
+}  // namespace
+
+Service::Service(RequestPolicy policy, JobQueue& queue, store::Store& db, EvalPool& pool,
+                 eval::EvalRequest server, std::string key_device, ServiceLimits limits,
+                 BuildAhead* builds)
+    : policy_(std::move(policy)),
+      queue_(queue),
+      db_(db),
+      pool_(pool),
+      server_(std::move(server)),
+      key_device_(std::move(key_device)),
+      limits_(limits),
+      builds_(builds) {}
+
+void Service::build_ahead(const std::vector<std::string>& ids) {
+  if (!builds_) return;
+  for (const auto& id : ids) {
+    auto job = queue_.get(id);
+    if (job && job->status == JobStatus::Queued) {
+      builds_->add(job->candidate_file, job->candidate_sha256);
+    }
+  }
+}
+
+std::vector<NewJob> Service::new_jobs(std::vector<JobSpec> specs) const {
+  std::vector<NewJob> jobs;
+  for (auto& spec : specs) {
+    NewJob job;
+    job.store_key = job_store_key(server_, spec, sha256_hex(spec.problem_source),
+                                  sha256_hex(spec.candidate_source), key_device_);
+    // Already evaluated (by this service or by kbv run into the same database): answered from
+    // the store, as a rerun of kbv run skips it; a stored harness_error or a timeout under a
+    // shorter timeout is evaluated again, as kbv run does.
+    if (auto stored = db_.get(job.store_key)) {
+      job.from_store = !schedule::evaluate_again(*stored, spec.limits);
+    }
+    job.spec = std::move(spec);
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+int Service::retry_after_s() const {
+  // The time the queue ahead takes to shrink by one job per thread, within [1, 60] s.
+  const double per = pool_.recent_seconds_per_evaluation();
+  const double threads = static_cast<double>(std::max<size_t>(1, pool_.thread_count()));
+  const double wait = per * static_cast<double>(std::max<size_t>(1, queue_.queued())) / threads;
+  return static_cast<int>(std::clamp(std::ceil(wait), 1.0, 60.0));
+}
+
+Answer Service::refused_busy(const std::exception& error) const {
+  if (dynamic_cast<const Draining*>(&error)) return error_answer(503, error.what(), 10);
+  return error_answer(429, error.what(), retry_after_s());
+}
+
+Answer Service::submit(const std::string& body, bool wait) {
+  std::vector<std::string> ids;
+  try {
+    std::vector<JobSpec> specs;
+    specs.push_back(parse_job_text(body, policy_));
+    ids = queue_.submit(new_jobs(std::move(specs)));
+    build_ahead(ids);
+  } catch (const BadRequest& error) {
+    return error_answer(400, error.what());
+  } catch (const Draining& error) {
+    return refused_busy(error);
+  } catch (const QueueFull& error) {
+    return refused_busy(error);
+  }
+  const std::string& id = ids.front();
+  auto job = queue_.get(id);
+  if (job && job->status == JobStatus::Done) return {200, job_json(*job)};
+  if (!wait) return {202, {{"id", id}, {"status", "queued"}}};
+  // A bounded number of connections wait, so waiting clients cannot take every HTTP thread
+  // (health and status must still be answered); the others poll.
+  if (waiting_.fetch_add(1) >= limits_.max_waiting) {
+    waiting_.fetch_sub(1);
+    return {202, {{"id", id}, {"status", "queued"}}, retry_after_s()};
+  }
+  job = queue_.wait(id, std::chrono::steady_clock::now() + limits_.max_wait);
+  waiting_.fetch_sub(1);
+  if (!job) return error_answer(500, "the job vanished from the queue");
+  if (job->status == JobStatus::Failed) {
+    auto answer = Answer{400, job_json(*job)};
+    return answer;
+  }
+  if (job->status == JobStatus::Done) return {200, job_json(*job)};
+  // Not done within max_wait, or the service is draining with the job still queued (it runs
+  // after the restart): the client polls its id.
+  return {202, job_json(*job), retry_after_s()};
+}
+
+Answer Service::submit_batch(const std::string& body) {
+  try {
+    auto ids = queue_.submit(new_jobs(parse_batch_text(body, policy_, limits_.max_batch)));
+    build_ahead(ids);
+    return {202, {{"ids", ids}}};
+  } catch (const BadRequest& error) {
+    return error_answer(400, error.what());
+  } catch (const Draining& error) {
+    return refused_busy(error);
+  } catch (const QueueFull& error) {
+    return refused_busy(error);
+  }
+}
+
+json Service::job_json(const Job& job) const {
+  json out = {{"id", job.id},
+              {"status", to_string(job.status)},
+              {"from_store", job.from_store},
+              {"result", nullptr},
+              {"reward", nullptr}};
+  if (job.status == JobStatus::Failed) out["error"] = job.error;
+  if (job.status == JobStatus::Done) {
+    if (auto result = db_.get(job.store_key)) {
+      out["reward"] = reward_of(*result);
+      out["result"] = std::move(*result);
+    } else {
+      // The row is gone (the database was replaced under the service): say so rather than
+      // answer a result that is not there.
+      out["status"] = "failed";
+      out["error"] = "the result is no longer in the results database";
+    }
+  }
+  return out;
+}
+
+Answer Service::status(const std::string& id) const {
+  auto job = queue_.get(id);
+  if (!job) return error_answer(404, fmt::format("no evaluation {}", id));
+  return {200, job_json(*job)};
+}
+
+Answer Service::health() const {
+  json devices = json::object();
+  for (const auto& t : pool_.threads_json()) {
+    auto& d = devices[t["device"].get<std::string>()];
+    if (d.is_null()) d = {{"workers", 0}, {"busy", 0}};
+    d["workers"] = d["workers"].get<int>() + 1;
+    d["busy"] = d["busy"].get<int>() + (t["job"].is_null() ? 0 : 1);
+  }
+  json device_list = json::array();
+  for (const auto& [name, d] : devices.items()) {
+    device_list.push_back({{"device", name}, {"workers", d["workers"]}, {"busy", d["busy"]}});
+  }
+  const bool draining = queue_.closed();
+  return {draining ? 503 : 200,
+          {{"status", draining ? "draining" : "ok"},
+           {"version", std::string(kVersion)},
+           {"devices", device_list},
+           {"workers", pool_.thread_count()},
+           {"threads", pool_.threads_json()},
+           {"queue",
+            {{"queued", queue_.queued()},
+             {"running", queue_.running()},
+             {"max", queue_.max_queued()}}}},
+          draining ? 10 : 0};
+}
+
+void Service::drain() { queue_.close(); }
+
+}  // namespace kbv::serve

@@ -1,0 +1,73 @@
+// What each route of kbv serve does, apart from HTTP: submit (one or a batch), a job's status
+// and result, the service's health, the drain. Answers are a status code and a JSON body, so the
+// HTTP layer (http_routes) only moves bytes and checks the token.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "eval/eval_request.hpp"
+#include "serve/eval_pool.hpp"
+#include "serve/job_queue.hpp"
+#include "serve/job_spec.hpp"
+#include "store/store.hpp"
+
+namespace kbv::serve {
+
+struct Answer {
+  int status = 200;
+  nlohmann::json body = nlohmann::json::object();
+  int retry_after_s = 0;  // sent as Retry-After when > 0 (429, 503)
+};
+
+struct ServiceLimits {
+  size_t max_batch = 1024;              // requests per POST /v1/batches
+  std::chrono::seconds max_wait{3600};  // the longest ?wait=1 holds a connection
+  int max_waiting = 32;                 // ?wait=1 requests held at once; more get 202
+};
+
+class Service {
+ public:
+  Service(RequestPolicy policy, JobQueue& queue, store::Store& db, EvalPool& pool,
+          eval::EvalRequest server, std::string key_device, ServiceLimits limits,
+          BuildAhead* builds = nullptr);
+
+  // POST /v1/evaluations: 202 {id, status} (200 and the job when it is answered from the store),
+  // or with `wait` 200 and the job once it is done (400 when its problem cannot be evaluated);
+  // 400 malformed, 429 queue full, 503 draining.
+  Answer submit(const std::string& body, bool wait);
+  // POST /v1/batches: 202 {ids: [...]} (all or nothing).
+  Answer submit_batch(const std::string& body);
+  // GET /v1/evaluations/{id}: {id, status, from_store, result, reward, error}; 404 unknown.
+  Answer status(const std::string& id) const;
+  // GET /v1/health: status (ok, draining), devices and their threads, queue, workers, version.
+  Answer health() const;
+
+  // At start: the queued jobs a stopped server left go to the builds ahead.
+  void resume_builds() { build_ahead(queue_.queued_ids()); }
+
+  // SIGTERM: no new work (503), queued jobs stay on disk for the next start.
+  void drain();
+
+ private:
+  std::vector<NewJob> new_jobs(std::vector<JobSpec> specs) const;
+  // Accepted jobs' candidates go to the builds ahead of evaluation.
+  void build_ahead(const std::vector<std::string>& ids);
+  Answer refused_busy(const std::exception& error) const;
+  nlohmann::json job_json(const Job& job) const;
+  int retry_after_s() const;
+
+  RequestPolicy policy_;
+  JobQueue& queue_;
+  store::Store& db_;
+  EvalPool& pool_;
+  eval::EvalRequest server_;
+  std::string key_device_;  // the device whose kind keys results looked up at submission
+  ServiceLimits limits_;
+  BuildAhead* builds_;
+  std::atomic<int> waiting_{0};
+};
+
+}  // namespace kbv::serve

@@ -1,0 +1,321 @@
+// kbv serve's pure parts: the token check, request validation (each reason for a 400), the
+// durable queue (persisted before the id is answered, resumed after a restart, grouped by
+// problem), and the reward components of a result.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "eval/eval_request.hpp"
+#include "serve/auth.hpp"
+#include "serve/job_queue.hpp"
+#include "serve/job_spec.hpp"
+#include "serve/reward.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kbv::serve::BadRequest;
+using kbv::serve::JobQueue;
+using kbv::serve::JobStatus;
+using kbv::serve::NewJob;
+using kbv::serve::RequestPolicy;
+using nlohmann::json;
+
+const char* kProblem = R"(import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.rand(4, 4)]
+
+def get_init_inputs():
+    return []
+)";
+
+fs::path fresh_dir(const std::string& name) {
+  auto dir = fs::path(testing::TempDir()) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// --- auth ------------------------------------------------------------------------------------
+
+TEST(ServeAuth, TokensCompareByContent) {
+  EXPECT_TRUE(kbv::serve::tokens_equal("s3cret-token", "s3cret-token"));
+  EXPECT_FALSE(kbv::serve::tokens_equal("s3cret-token", "s3cret-tokeN"));
+  EXPECT_FALSE(kbv::serve::tokens_equal("s3cret-token", "s3cret"));
+  EXPECT_FALSE(kbv::serve::tokens_equal("s3cret-token", "s3cret-token-and-more"));
+  EXPECT_FALSE(kbv::serve::tokens_equal("s3cret-token", ""));
+  EXPECT_FALSE(kbv::serve::tokens_equal("", ""));  // no token configured matches nothing
+}
+
+TEST(ServeAuth, BearerHeaderIsParsed) {
+  EXPECT_EQ(kbv::serve::bearer_token("Bearer abc"), "abc");
+  EXPECT_EQ(kbv::serve::bearer_token("bearer   abc  "), "abc");
+  EXPECT_EQ(kbv::serve::bearer_token("Basic abc"), std::nullopt);
+  EXPECT_EQ(kbv::serve::bearer_token("Bearer"), std::nullopt);
+  EXPECT_EQ(kbv::serve::bearer_token("Bearer "), std::nullopt);
+  EXPECT_EQ(kbv::serve::bearer_token("Bearerabc"), std::nullopt);
+  EXPECT_EQ(kbv::serve::bearer_token(""), std::nullopt);
+  EXPECT_TRUE(kbv::serve::authorized("abc", "Bearer abc"));
+  EXPECT_FALSE(kbv::serve::authorized("abc", "Bearer abd"));
+  EXPECT_FALSE(kbv::serve::authorized("abc", ""));
+}
+
+TEST(ServeAuth, TokenFileMustExistAndHoldAToken) {
+  auto dir = fresh_dir("serve_token");
+  EXPECT_THROW(kbv::serve::read_token_file(dir / "absent"), kbv::eval::UsageError);
+  std::ofstream(dir / "empty") << "  \n";
+  EXPECT_THROW(kbv::serve::read_token_file(dir / "empty"), kbv::eval::UsageError);
+  std::ofstream(dir / "token") << "  tok-123\n";
+  EXPECT_EQ(kbv::serve::read_token_file(dir / "token"), "tok-123");
+}
+
+// --- request validation ------------------------------------------------------------------------
+
+RequestPolicy policy() {
+  RequestPolicy p;
+  p.limits.call_timeout = std::chrono::seconds(60);
+  p.limits.compile_timeout = std::chrono::seconds(300);
+  p.max_source_bytes = 1000;
+  return p;
+}
+
+json valid() { return {{"problem", kProblem}, {"candidate", "class ModelNew: pass\n"}}; }
+
+// The reason of the BadRequest `body` raises (empty when it is accepted).
+std::string refusal(const json& body) {
+  try {
+    kbv::serve::parse_job(body, policy());
+    return "";
+  } catch (const BadRequest& error) {
+    return error.what();
+  }
+}
+
+TEST(ServeRequest, AValidRequestGetsTheServerDefaultsAndItsOptions) {
+  auto body = valid();
+  auto spec = kbv::serve::parse_job(body, policy());
+  EXPECT_EQ(spec.settings.protocol, "verified");
+  EXPECT_EQ(spec.limits.call_timeout.count(), 60);
+  body["protocol"] = "standard";
+  body["draws"] = 2;
+  body["no_timing"] = true;
+  body["timeout"] = 5;
+  body["problem_name"] = "level1/3_ReLU";
+  body["allow_library"] = true;
+  spec = kbv::serve::parse_job(body, policy());
+  EXPECT_EQ(spec.settings.protocol, "standard");
+  EXPECT_EQ(spec.settings.hidden_draws, 2);
+  EXPECT_FALSE(spec.settings.measure);
+  EXPECT_TRUE(spec.settings.allow_library);
+  EXPECT_EQ(spec.limits.call_timeout.count(), 5);
+  EXPECT_EQ(spec.problem_name, "level1/3_ReLU");
+  // The queue's record reads back to the same spec.
+  auto back = kbv::serve::JobSpec::from_options(spec.options_json(), policy());
+  EXPECT_EQ(back.settings.key(), spec.settings.key());
+  EXPECT_EQ(back.limits.call_timeout, spec.limits.call_timeout);
+  EXPECT_EQ(back.problem_name, spec.problem_name);
+}
+
+TEST(ServeRequest, EachMalformedRequestIsRefusedWithItsReason) {
+  auto with = [](const char* field, json value) {
+    auto body = valid();
+    body[field] = std::move(value);
+    return body;
+  };
+  auto without = [](const char* field) {
+    auto body = valid();
+    body.erase(field);
+    return body;
+  };
+  EXPECT_NE(refusal(json::array()).find("must be a JSON object"), std::string::npos);
+  EXPECT_NE(refusal(with("colour", "red")).find("unknown field 'colour'"), std::string::npos);
+  EXPECT_NE(refusal(without("problem")).find("'problem' is missing"), std::string::npos);
+  EXPECT_NE(refusal(without("candidate")).find("'candidate' is missing"), std::string::npos);
+  EXPECT_NE(refusal(with("candidate", 3)).find("'candidate' must be a string"), std::string::npos);
+  EXPECT_NE(refusal(with("candidate", " \n")).find("'candidate' is empty"), std::string::npos);
+  EXPECT_NE(refusal(with("candidate", std::string(2000, 'x'))).find("over this server's limit"),
+            std::string::npos);
+  EXPECT_NE(refusal(with("candidate", std::string("a\0b", 3))).find("NUL byte"), std::string::npos);
+  EXPECT_NE(refusal(with("problem", "def get_inputs(): pass\ndef get_init_inputs(): pass\n"))
+                .find("no module-level `class Model`"),
+            std::string::npos);
+  EXPECT_NE(refusal(with("problem", "class Model: pass\ndef get_init_inputs(): pass\n"))
+                .find("`def get_inputs()`"),
+            std::string::npos);
+  EXPECT_NE(refusal(with("protocol", "fast")).find("'protocol' must be one of"), std::string::npos);
+  EXPECT_NE(refusal(with("draws", 0)).find("'draws' must be between 1 and 100"), std::string::npos);
+  EXPECT_NE(refusal(with("draws", "3")).find("'draws' must be an integer"), std::string::npos);
+  EXPECT_NE(refusal(with("draws", 2.5)).find("'draws' must be an integer"), std::string::npos);
+  EXPECT_NE(refusal(with("profile", "slow")).find("'profile' must be one of"), std::string::npos);
+  EXPECT_NE(refusal(with("no_timing", 1)).find("'no_timing' must be true or false"),
+            std::string::npos);
+  EXPECT_NE(refusal(with("size", "huge")).find("'size' must be one of"), std::string::npos);
+  // A request may not hold a device longer than the operator allows.
+  EXPECT_NE(refusal(with("timeout", 61)).find("'timeout' must be between 1 and 60"),
+            std::string::npos);
+  EXPECT_NE(refusal(with("compile_timeout", 301)).find("between 1 and 300"), std::string::npos);
+  EXPECT_NE(refusal(with("problem_name", "../../etc/passwd")).find("'problem_name' must be"),
+            std::string::npos);
+  EXPECT_NE(refusal(with("run", "/abs")).find("'run' must be"), std::string::npos);
+}
+
+TEST(ServeRequest, MalformedJsonAndBatchesAreRefused) {
+  auto reason = [](auto&& call) {
+    try {
+      call();
+      return std::string();
+    } catch (const BadRequest& error) {
+      return std::string(error.what());
+    }
+  };
+  EXPECT_NE(reason([] { kbv::serve::parse_job_text("{\"problem\": ", policy()); }).find("not JSON"),
+            std::string::npos);
+  EXPECT_NE(reason([] { kbv::serve::parse_batch_text("[]", policy(), 10); }).find("empty"),
+            std::string::npos);
+  EXPECT_NE(reason([] {
+              kbv::serve::parse_batch_text("{\"a\": 1}", policy(), 10);
+            }).find("a batch must be a JSON list"),
+            std::string::npos);
+  json two = json::array({valid(), valid()});
+  EXPECT_NE(reason([&] {
+              kbv::serve::parse_batch_text(two.dump(), policy(), 1);
+            }).find("over this server's limit of 1"),
+            std::string::npos);
+  two[1].erase("candidate");
+  EXPECT_NE(reason([&] {
+              kbv::serve::parse_batch_text(two.dump(), policy(), 10);
+            }).find("request 1 of the batch: 'candidate' is missing"),
+            std::string::npos);
+  two[1] = valid();
+  EXPECT_EQ(kbv::serve::parse_batch_text(json{{"evaluations", two}}.dump(), policy(), 10).size(),
+            2u);
+}
+
+// --- the durable queue -----------------------------------------------------------------------
+
+NewJob new_job(const std::string& problem_tail, const std::string& candidate) {
+  NewJob job;
+  job.spec = kbv::serve::parse_job(
+      {{"problem", std::string(kProblem) + problem_tail}, {"candidate", candidate}}, policy());
+  job.store_key = "key-" + candidate;
+  return job;
+}
+
+TEST(ServeQueue, AcceptedJobsSurviveARestartAndRunningOnesRunAgain) {
+  auto dir = fresh_dir("serve_queue_restart");
+  std::vector<std::string> ids;
+  {
+    JobQueue queue(dir, policy(), 10);
+    ids = queue.submit({new_job("", "a = 1\n"), new_job("", "b = 2\n"), new_job("", "c = 3\n")});
+    ASSERT_EQ(ids.size(), 3u);
+    auto first = queue.take("");
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->id, ids[0]);
+    queue.finish(first->id, JobStatus::Done, first->store_key);
+    auto second = queue.take("");
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second->id, ids[1]);
+    // The server stops here with the second job running and the third queued.
+  }
+  JobQueue queue(dir, policy(), 10);
+  EXPECT_EQ(queue.queued(), 2u);
+  EXPECT_EQ(queue.get(ids[0])->status, JobStatus::Done);
+  EXPECT_EQ(queue.get(ids[1])->status, JobStatus::Queued);
+  auto again = queue.take("");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->id, ids[1]);
+  // The sources are files the evaluation reads, with the content submitted.
+  std::ifstream candidate(again->candidate_file);
+  std::string text((std::istreambuf_iterator<char>(candidate)), {});
+  EXPECT_EQ(text, "b = 2\n");
+  EXPECT_TRUE(fs::exists(again->problem_file));
+  EXPECT_EQ(again->problem_file.filename(), "problem.py");
+}
+
+TEST(ServeQueue, TakesTheCurrentProblemsJobsFirst) {
+  auto dir = fresh_dir("serve_queue_grouping");
+  JobQueue queue(dir, policy(), 10);
+  auto ids = queue.submit({new_job("# A\n", "a1 = 1\n"), new_job("# B\n", "b1 = 1\n"),
+                           new_job("# A\n", "a2 = 1\n"), new_job("# B\n", "b2 = 1\n")});
+  auto first = queue.take("");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->id, ids[0]);
+  auto second = queue.take(first->problem_sha256);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->id, ids[2]);  // problem A's other sample, ahead of the older B
+  EXPECT_EQ(queue.take(second->problem_sha256)->id, ids[1]);
+}
+
+TEST(ServeQueue, AJobWaitsWhileItsTwinIsEvaluated) {
+  auto dir = fresh_dir("serve_queue_twins");
+  JobQueue queue(dir, policy(), 10);
+  auto ids = queue.submit(
+      {new_job("", "same = 1\n"), new_job("", "same = 1\n"), new_job("", "other = 1\n")});
+  auto first = queue.take("");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->id, ids[0]);
+  auto next = queue.take(first->problem_sha256);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->id, ids[2]);  // the twin of the running job waits
+  queue.finish(first->id, JobStatus::Done, first->store_key);
+  auto twin = queue.take("");
+  ASSERT_TRUE(twin);
+  EXPECT_EQ(twin->id, ids[1]);  // now answered from the store by the pool
+}
+
+TEST(ServeQueue, AFullQueueRefusesAllOrNothingAndAClosedOneRefusesEverything) {
+  auto dir = fresh_dir("serve_queue_full");
+  JobQueue queue(dir, policy(), 2);
+  queue.submit({new_job("", "x = 1\n")});
+  EXPECT_THROW(queue.submit({new_job("", "y = 1\n"), new_job("", "z = 1\n")}),
+               kbv::serve::QueueFull);
+  EXPECT_EQ(queue.queued(), 1u);
+  // A job answered from the store takes no place in the queue.
+  auto known = new_job("", "w = 1\n");
+  known.from_store = true;
+  auto ids = queue.submit({new_job("", "y = 1\n"), known});
+  EXPECT_EQ(queue.get(ids[1])->status, JobStatus::Done);
+  EXPECT_EQ(queue.queued(), 2u);
+  queue.close();
+  EXPECT_THROW(queue.submit({new_job("", "v = 1\n")}), kbv::serve::Draining);
+  EXPECT_FALSE(queue.take(""));   // a closed queue gives no more work
+  EXPECT_EQ(queue.queued(), 2u);  // and loses none
+}
+
+// --- reward components -------------------------------------------------------------------------
+
+TEST(ServeReward, CompactsAResult) {
+  json result = {{"verdict", "correct"},
+                 {"speedup",
+                  {{"headline", "vs_tf32"},
+                   {"vs_tf32", {{"value", 1.5}, {"ci_low", 1.4}, {"ci_high", 1.6}, {"tie", false}}},
+                   {"vs_fp32", nullptr}}},
+                 {"memory", {{"peak_ratio", 0.9}}},
+                 {"flags", json::array({{{"id", "a"}, {"severity", "warn"}},
+                                        {{"id", "b"}, {"severity", "info"}}})}};
+  auto r = kbv::serve::reward_of(result);
+  EXPECT_TRUE(r["correct"]);
+  EXPECT_FALSE(r["hacked"]);
+  EXPECT_EQ(r["speedup"]["value"], 1.5);
+  EXPECT_EQ(r["speedup"]["ci_low"], 1.4);
+  EXPECT_TRUE(r["speedup_fp32"].is_null());
+  EXPECT_EQ(r["memory_ratio"], 0.9);
+  EXPECT_EQ(r["flags"]["warn"], json::array({"a"}));
+  auto hacked = kbv::serve::reward_of(
+      {{"verdict", "rejected"}, {"flags", json::array({{{"id", "h"}, {"severity", "reject"}}})}});
+  EXPECT_TRUE(hacked["hacked"]);
+  EXPECT_FALSE(hacked["correct"]);
+  EXPECT_TRUE(hacked["speedup"].is_null());
+  EXPECT_EQ(hacked["flags"]["reject"], json::array({"h"}));
+}
+
+}  // namespace

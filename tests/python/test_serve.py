@@ -1,0 +1,358 @@
+"""kbv serve end to end over loopback on the CPU: auth and every error code, 16 concurrent
+clients, a slow-loris client, a hanging candidate, answers from the store, batches, the RL reward
+example, 429 with the client's retries, and SIGTERM's drain followed by a restart that resumes the
+queued work."""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import PROBLEMS, REPO, WRONG, kbv_binary
+from kbv.client import Client, KbvError
+
+pytestmark = pytest.mark.e2e
+
+TOKEN = "serve-test-token-0123456789"
+RELU = (PROBLEMS / "level1" / "3_ReLU.py").read_text()
+HONEST = (REPO / "examples" / "candidates" / "cpu" / "level1" / "3_ReLU.py").read_text()
+ZEROS = (WRONG / "relu_zeros.py").read_text()
+IDENTITY = (WRONG / "relu_identity.py").read_text()
+HANGS = (WRONG / "hangs.py").read_text()
+KILLS_PARENT = (REPO / "examples" / "hacks" / "e2_kill_parent.py").read_text()
+GHOST = (REPO / "examples" / "hacks" / "b2_ghost_kernel.py").read_text()
+# Quick settings (conftest.QUICK) without timing: correctness is still every family.
+OPTIONS = {"draws": 2, "no_timing": True, "problem_name": "level1/3_ReLU"}
+SLOW = {**OPTIONS, "allow_library": True}  # for slow_candidate
+
+
+def slow_candidate(seconds: float, tag: str) -> str:
+    """A ReLU by PyTorch (correct under allow_library) that takes `seconds` to import (unique per
+    tag: never in the store)."""
+    return (
+        f"# {tag}\nimport time\n\nimport torch\nimport torch.nn as nn\n\n"
+        f"time.sleep({seconds})\n\n\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+    )
+
+
+class Server:
+    """A `kbv serve` process on a free loopback port, its log in a file."""
+
+    def __init__(self, tmp: Path, cache_dir: Path, *extra: str, db: Path | None = None):
+        self.tmp = tmp
+        self.db = db or tmp / "serve.sqlite"
+        self.token_file = tmp / "token"
+        self.token_file.write_text(TOKEN + "\n")
+        self.log = tmp / f"serve-{time.monotonic_ns()}.log"
+        command = [
+            kbv_binary(),
+            "serve",
+            "--port",
+            "0",
+            "--token-file",
+            str(self.token_file),
+            "--db",
+            str(self.db),
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(cache_dir),
+            "--timeout",
+            "60",
+            *extra,
+        ]
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.url = self._read_url()
+        self.host, self.port = self.url.removeprefix("http://").split(":")
+
+    def _read_url(self) -> str:
+        ready, _, _ = select.select([self.process.stdout], [], [], 60)
+        line = self.process.stdout.readline() if ready else ""
+        if "listening on" not in line:
+            self.process.kill()
+            raise AssertionError(f"kbv serve did not start: {line!r}\n{self.log.read_text()}")
+        return line.split("listening on ")[1].split()[0]
+
+    def client(self, **kw) -> Client:
+        return Client(self.url, TOKEN, **kw)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 120) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout)
+
+
+def http(server: Server, method: str, path: str, body=None, token: str | None = TOKEN):
+    """(status, JSON body, headers) of one raw exchange."""
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    request = urllib.request.Request(server.url + path, data=data, method=method)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read()), response.headers
+    except urllib.error.HTTPError as error:
+        raw = error.read()
+        return error.code, json.loads(raw) if raw else None, error.headers
+
+
+def poll(predicate, timeout: float = 120, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, cache_dir):
+    # Two evaluation threads: a hanging candidate on one does not hold the others.
+    tmp = tmp_path_factory.mktemp("serve")
+    s = Server(tmp, cache_dir, "--devices", "cpu,cpu", "--max-body-bytes", "400000")
+    yield s
+    assert s.stop() == 0
+
+
+def request(candidate: str, **extra) -> dict:
+    return {"problem": RELU, "candidate": candidate, **OPTIONS, **extra}
+
+
+def test_every_error_code_has_a_reason(server):
+    assert http(server, "GET", "/v1/health", token=None)[0] == 401
+    status, body, headers = http(server, "POST", "/v1/evaluations", request(HONEST), token="wrong")
+    assert status == 401 and "token" in body["error"]
+    assert headers["WWW-Authenticate"] == "Bearer"
+    status, body, _ = http(server, "POST", "/v1/evaluations", b'{"problem": ')
+    assert status == 400 and "not JSON" in body["error"]
+    status, body, _ = http(server, "POST", "/v1/evaluations", {"problem": RELU})
+    assert status == 400 and "'candidate' is missing" in body["error"]
+    status, body, _ = http(server, "POST", "/v1/evaluations", request(HONEST, draws=0))
+    assert status == 400 and "'draws'" in body["error"]
+    status, body, _ = http(
+        server, "POST", "/v1/evaluations", {"problem": "x = 1\n", "candidate": HONEST}
+    )
+    assert status == 400 and "class Model" in body["error"]
+    status, body, _ = http(server, "POST", "/v1/evaluations", request(HONEST, timeout=61))
+    assert status == 400 and "'timeout' must be between 1 and 60" in body["error"]
+    status, body, _ = http(server, "POST", "/v1/evaluations", request("#" * 500_000))
+    assert status == 413 and "400000 bytes" in body["error"]
+    status, body, _ = http(server, "GET", "/v1/evaluations/0123abcd")
+    assert status == 404
+    status, body, _ = http(server, "POST", "/v1/batches", [request(HONEST), {"problem": RELU}])
+    assert status == 400 and "request 1 of the batch" in body["error"]
+
+
+def test_a_problem_the_reference_cannot_load_is_a_400_with_the_reason(server):
+    broken = RELU.replace(
+        "def get_inputs():", "def get_inputs():\n    raise ValueError('no inputs')"
+    )
+    body = request(HONEST)
+    body["problem"] = broken
+    status, job, _ = http(server, "POST", "/v1/evaluations?wait=1", body)
+    assert status == 400 and job["status"] == "failed", job
+    assert "no inputs" in job["error"]
+    assert server.client().evaluate(broken, HONEST, **OPTIONS)["status"] == "failed"
+
+
+def test_sixteen_concurrent_clients(server):
+    expected = {"honest": "correct", "zeros": "incorrect", "identity": "incorrect"}
+    sources = {"honest": HONEST, "zeros": ZEROS, "identity": IDENTITY}
+    names = [list(expected)[i % 3] for i in range(16)]
+
+    def one(name: str) -> dict:
+        return server.client().evaluate(RELU, sources[name], **OPTIONS)
+
+    with ThreadPoolExecutor(16) as pool:
+        jobs = list(pool.map(one, names))
+    for name, job in zip(names, jobs, strict=True):
+        assert job["status"] == "done", job
+        assert job["result"]["verdict"] == expected[name], (name, job["result"]["reason"])
+        assert job["reward"]["correct"] == (expected[name] == "correct")
+        assert job["result"]["problem"]["name"] == "3_ReLU"
+    # Each distinct request was evaluated once; the others were answered from the store.
+    evaluated = [j for j in jobs if not j["from_store"]]
+    assert len({j["result"]["candidate"]["sha256"] for j in evaluated}) == len(evaluated) <= 3
+    # One warm reference session per device thread serves the problem's samples.
+    assert any(j["result"]["problem"]["reference"]["reused"] for j in jobs)
+
+
+def test_a_repeat_is_answered_from_the_store(server):
+    first = server.client().evaluate(RELU, ZEROS, **OPTIONS)
+    status, body, _ = http(server, "POST", "/v1/evaluations", request(ZEROS))
+    assert status == 200 and body["status"] == "done" and body["from_store"]
+    assert body["result"] == first["result"]
+    # Other settings are another key: evaluated, not answered from the store.
+    status, body, _ = http(server, "POST", "/v1/evaluations", request(ZEROS, draws=1))
+    assert status == 202
+    again = server.client().result(body["id"])
+    assert again["result"]["verdict"] == "incorrect" and not again["from_store"]
+
+
+def test_hostile_and_hanging_candidates_cost_only_their_own_result(server):
+    client = server.client()
+    hang = client.submit(RELU, HANGS, **OPTIONS, timeout=3)
+    others = [client.submit(RELU, c, **OPTIONS) for c in (KILLS_PARENT, GHOST, HONEST)]
+    results = [client.result(i)["result"] for i in others]
+    assert [r["verdict"] for r in results] == ["incorrect", "rejected", "correct"]
+    hung = client.result(hang)
+    assert hung["result"]["verdict"] == "timeout"
+    assert hung["reward"]["correct"] is False
+    ghost = client.result(others[1])["reward"]
+    assert ghost["hacked"] and "kernel_never_called" in ghost["flags"]["reject"]
+    assert server.process.poll() is None  # the parricide did not reach the service
+    health = http(server, "GET", "/v1/health")[1]
+    assert health["status"] == "ok"
+
+
+def test_a_slow_loris_does_not_block_others(server):
+    stop = threading.Event()
+
+    def loris():
+        with socket.create_connection((server.host, int(server.port))) as sock:
+            for byte in b"POST /v1/evaluations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ":
+                if stop.is_set():
+                    return
+                sock.send(bytes([byte]))
+                time.sleep(0.1)
+
+    thread = threading.Thread(target=loris)
+    thread.start()
+    try:
+        time.sleep(0.3)  # the slow client holds its connection from here on
+        started = time.monotonic()
+        assert http(server, "GET", "/v1/health")[0] == 200
+        status, body, _ = http(server, "POST", "/v1/evaluations", request(HONEST))
+        assert status == 200 and body["from_store"]
+        assert time.monotonic() - started < 5
+        assert thread.is_alive()  # still dribbling its headers meanwhile
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_batch_health_and_the_rl_reward_example(server):
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from examples.rl import kbv_reward as rl
+
+    ids = server.client().batch([request(HONEST), request(IDENTITY)], wait=False)
+    assert len(ids) == 2
+    jobs = [server.client().result(i) for i in ids]
+    assert [j["result"]["verdict"] for j in jobs] == ["correct", "incorrect"]
+    # A thread marks itself idle just after it finishes its job.
+    health = poll(
+        lambda: (h := http(server, "GET", "/v1/health")[1])["devices"][0]["busy"] == 0 and h,
+        what="idle threads",
+    )
+    assert health["workers"] == 2
+    assert health["devices"] == [{"device": "cpu", "workers": 2, "busy": 0}]
+    assert set(health["queue"]) == {"queued", "running", "max"}
+
+    rl.REQUEST_OPTIONS = dict(OPTIONS)
+    completions = [
+        f"Here it is:\n```python\n{HONEST}```\n",
+        [{"role": "assistant", "content": f"```python\n{IDENTITY}```"}],
+        "no code at all",
+        f"```python\n{GHOST}```",
+    ]
+    rewards = rl.kbv_reward(completions, RELU, client=server.client())
+    assert rewards == [1.0, 0.1, 0.0, -1.0]
+
+
+def test_queue_full_is_429_and_the_client_retries(tmp_path, cache_dir):
+    s = Server(tmp_path, cache_dir, "--max-queue", "1")
+    try:
+        # One job runs (slow), one waits: the queue is full for the next.
+        statuses = []
+        for k in range(4):
+            status, body, headers = http(
+                s, "POST", "/v1/evaluations", request(slow_candidate(1, f"full{k}"))
+            )
+            statuses.append(status)
+            if status == 429:
+                assert int(headers["Retry-After"]) >= 1 and "queue is full" in body["error"]
+        assert 429 in statuses
+        client = s.client(max_retry_wait=1)
+        job = client.evaluate(RELU, slow_candidate(0.1, "retry"), **SLOW)
+        assert job["result"]["verdict"] == "correct", job["result"]["reason"]
+        assert client.retries > 0
+    finally:
+        assert s.stop() == 0
+
+
+def test_sigterm_drains_and_a_restart_resumes(tmp_path, cache_dir):
+    s = Server(tmp_path, cache_dir)
+    client = s.client()
+    in_flight = client.submit(RELU, slow_candidate(3, "drain-a"), **SLOW)
+    queued = [client.submit(RELU, slow_candidate(0.1, f"drain-{k}"), **SLOW) for k in "bc"]
+    poll(lambda: client.result(in_flight, wait=False)["status"] == "running", what="running")
+    s.process.send_signal(signal.SIGTERM)
+    poll(lambda: http(s, "GET", "/v1/health")[0] == 503, what="draining")
+    status, body, headers = http(s, "POST", "/v1/evaluations", request(HONEST))
+    assert status == 503 and "draining" in body["error"] and headers["Retry-After"]
+    assert s.stop() == 0
+    assert "drained: 2 queued jobs kept" in s.log.read_text()
+
+    restarted = Server(tmp_path, cache_dir, db=s.db)
+    try:
+        client = restarted.client()
+        done = client.result(in_flight, wait=False)
+        assert done["status"] == "done" and done["result"]["verdict"] == "correct"
+        for job_id in queued:
+            assert client.result(job_id)["result"]["verdict"] == "correct"
+    finally:
+        assert restarted.stop() == 0
+
+
+def test_refuses_to_start_without_a_token(tmp_path):
+    (tmp_path / "empty").write_text("\n")
+    for token_file in (tmp_path / "empty", tmp_path / "absent"):
+        done = subprocess.run(
+            [kbv_binary(), "serve", "--port", "0", "--token-file", str(token_file)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 2 and "token" in done.stderr
+
+
+def test_client_raises_on_refusals(server):
+    with pytest.raises(KbvError) as error:
+        Client(server.url, "wrong").submit(RELU, HONEST)
+    assert error.value.status == 401
+
+
+def test_a_result_of_kbv_run_answers_the_service(tmp_path, cache_dir):
+    # The same key as kbv run: a database kbv run filled answers the service's requests.
+    run = tmp_path / "candidates" / "model" / "level1"
+    run.mkdir(parents=True)
+    (run / "3_ReLU.py").write_text(ZEROS)
+    db = tmp_path / "shared.sqlite"
+    command = [kbv_binary(), "run", "--problems", str(PROBLEMS), "--db", str(db), "--quiet",
+               "--candidates", str(tmp_path / "candidates"), "--device", "cpu",
+               "--cache-dir", str(cache_dir), "--draws", "2", "--no-timing"]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    s = Server(tmp_path, cache_dir, db=db)
+    try:
+        status, body, _ = http(s, "POST", "/v1/evaluations", request(ZEROS))
+        assert status == 200 and body["from_store"], body
+        assert body["result"]["verdict"] == "incorrect"
+        assert body["reward"]["correct"] is False
+    finally:
+        assert s.stop() == 0
