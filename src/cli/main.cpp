@@ -413,11 +413,14 @@ int main(int argc, char** argv) {
                    "evaluations at once on each device (default 1); one timing at a time runs "
                    "per device")
       ->check(CLI::Range(1, 64));
-  serve.build_jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN) / 2));
+  // As kbv run's --jobs: the builds run at a low priority (orchestrate's kBuildNice), so they
+  // fill idle cores without slowing the evaluations (a cold batch measured 277 s with half the
+  // CPUs against kbv run's 179 s, docs/results/serve-cpu-2026-12-04.md).
+  serve.build_jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   server
       ->add_option("--build-jobs", serve.build_jobs,
                    "candidates built at once ahead of evaluation, into the build cache "
-                   "(default: half the CPUs; 0: each builds in its evaluation)")
+                   "(default: CPU count, as kbv run; 0: each builds in its evaluation)")
       ->check(CLI::Range(0, 512));
   server
       ->add_option("--max-queue", serve.max_queue,
