@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,3 +119,14 @@ def target_problem(candidate: Path) -> Path:
         if line.startswith("# kbv-target:"):
             return PROBLEMS / (line.split(":", 1)[1].strip() + ".py")
     raise AssertionError(f"{candidate} has no kbv-target line")
+
+
+def wait_for(predicate, seconds: float, what: str):
+    """The predicate's first true value, polled every 50 ms; fails the test after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")

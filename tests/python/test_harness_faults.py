@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CPU_CANDIDATES, PROBLEMS, QUICK, kbv_binary
+from conftest import CPU_CANDIDATES, PROBLEMS, QUICK, kbv_binary, wait_for
 
 RELU = PROBLEMS / "level1" / "3_ReLU.py"
 HONEST_RELU = CPU_CANDIDATES / "level1" / "3_ReLU.py"  # builds a C++ extension
@@ -115,16 +115,6 @@ def env_with(**values) -> dict[str, str]:
     env = dict(os.environ)
     env.update({k: str(v) for k, v in values.items()})
     return env
-
-
-def wait_for(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 # -- disk full ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import PROBLEMS, REPO, WRONG, kbv_binary
+from conftest import PROBLEMS, REPO, WRONG, kbv_binary, wait_for
 from kbv.client import Client, KbvError
 
 pytestmark = pytest.mark.e2e
@@ -106,16 +106,6 @@ def http(server: Server, method: str, path: str, body=None, token: str | None = 
     except urllib.error.HTTPError as error:
         raw = error.read()
         return error.code, json.loads(raw) if raw else None, error.headers
-
-
-def poll(predicate, timeout: float = 120, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -255,9 +245,10 @@ def test_batch_health_and_the_rl_reward_example(server):
     jobs = [server.client().result(i) for i in ids]
     assert [j["result"]["verdict"] for j in jobs] == ["correct", "incorrect"]
     # A thread marks itself idle just after it finishes its job.
-    health = poll(
+    health = wait_for(
         lambda: (h := http(server, "GET", "/v1/health")[1])["devices"][0]["busy"] == 0 and h,
-        what="idle threads",
+        120,
+        "idle threads",
     )
     assert health["workers"] == 2
     assert health["devices"] == [{"device": "cpu", "workers": 2, "busy": 0}]
@@ -300,9 +291,9 @@ def test_sigterm_drains_and_a_restart_resumes(tmp_path, cache_dir):
     client = s.client()
     in_flight = client.submit(RELU, slow_candidate(3, "drain-a"), **SLOW)
     queued = [client.submit(RELU, slow_candidate(0.1, f"drain-{k}"), **SLOW) for k in "bc"]
-    poll(lambda: client.result(in_flight, wait=False)["status"] == "running", what="running")
+    wait_for(lambda: client.result(in_flight, wait=False)["status"] == "running", 120, "running")
     s.process.send_signal(signal.SIGTERM)
-    poll(lambda: http(s, "GET", "/v1/health")[0] == 503, what="draining")
+    wait_for(lambda: http(s, "GET", "/v1/health")[0] == 503, 120, "draining")
     status, body, headers = http(s, "POST", "/v1/evaluations", request(HONEST))
     assert status == 503 and "draining" in body["error"] and headers["Retry-After"]
     assert s.stop() == 0
