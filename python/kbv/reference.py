@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import json
 import math
 import os
 import random
@@ -103,6 +104,7 @@ class ReferenceRole:
         self.initial_state: dict[str, torch.Tensor] = {}
         self.initial_block: shared.Block | None = None
         self.keep = "truth"  # what a candidate is judged by: the truth, or a baseline variant
+        self.policy = ""  # the protocol's check::Policy as JSON (cmd_load_problem)
         self.checksum_key = secrets.randbits(63)  # a candidate cannot forge what it cannot see
         self.cases: collections.OrderedDict[str, Case] = collections.OrderedDict()
         self.cache_bytes = 0  # cases kept beyond the pinned ones (the memory plan's budget)
@@ -122,6 +124,10 @@ class ReferenceRole:
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
         self.device = hosting.device_of(request["device"])
         self.keep = request.get("keep", "truth")
+        # The protocol's policy (check::Policy JSON): the TF32 baseline is measured against the
+        # elementwise budget its candidates get, so the policy can admit the reference's own
+        # excess (docs/protocol.md, version 3). Empty: not measured.
+        self.policy = json.dumps(request["policy"]) if request.get("policy") else ""
         self.roundoff = UNIT_ROUNDOFF[request.get("precision", "tf32")]
         numerics.set_tf32(True)
         self.module = import_file(request["problem"], "problem")
@@ -622,7 +628,13 @@ class ReferenceRole:
                 lambda: self._sensitivity(inputs, truth, sensitivity_seed)
             )
             mark = lap("sensitivity", mark)
-        baselines = {"tf32": [_describe(o, t) for o, t in zip(tf32, truth, strict=True)]}
+        # Only the baseline a candidate is judged beside (TF32) is measured against the budget.
+        baselines = {
+            "tf32": [
+                _describe(o, t, s, self.policy)
+                for o, t, s in zip(tf32, truth, sensitivity, strict=True)
+            ]
+        }
         first_output = _audit_sample(tf32[0]), families.rms(tf32[0]), str(tf32[0].dtype)
         mark = lap("describe", mark)
         if self.device.type == "cuda":
@@ -899,13 +911,27 @@ def _tensor_ref(t: torch.Tensor) -> tuple:
     return (t.data_ptr(), shared.dtype_name(t.dtype), list(t.shape), shared.device_index(t.device))
 
 
-def _describe(reference: torch.Tensor, truth: torch.Tensor) -> dict[str, Any]:
+def _describe(
+    reference: torch.Tensor,
+    truth: torch.Tensor,
+    sensitivity: torch.Tensor | None = None,
+    policy: str = "",
+) -> dict[str, Any]:
     """One output's baseline (check::OutputBaseline): dtype and shape, the truth's scale, and
-    the baseline against the truth, measured where the tensors are."""
+    the baseline against the truth, measured where the tensors are; with a policy, also against
+    the elementwise budget its candidates get (with the truth's sensitivity where there is one)."""
     import kbv_native
 
+    sens = None
+    if sensitivity is not None and policy:
+        sens = (
+            sensitivity.data_ptr(),
+            shared.dtype_name(sensitivity.dtype),
+            sensitivity.numel(),
+            shared.device_index(sensitivity.device),
+        )
     return kbv_native.describe_output(
-        _tensor_ref(reference), _tensor_ref(truth), _stream(reference.device)
+        _tensor_ref(reference), _tensor_ref(truth), _stream(reference.device), sens, policy
     )
 
 

@@ -36,7 +36,8 @@ json OutputBaseline::to_json() const {
           {"truth_is_reference", truth_is_reference},
           {"truth_scale", encode_double(truth_scale)},
           {"reference_scale", encode_double(reference_scale)},
-          {"vs_truth", vs_truth ? vs_truth->to_json() : json(nullptr)}};
+          {"vs_truth", vs_truth ? vs_truth->to_json() : json(nullptr)},
+          {"vs_budget", vs_budget ? vs_budget->to_json() : json(nullptr)}};
 }
 
 OutputBaseline OutputBaseline::from_json(const json& j) {
@@ -48,6 +49,10 @@ OutputBaseline OutputBaseline::from_json(const json& j) {
   b.truth_scale = decode_double(j.at("truth_scale"));
   b.reference_scale = decode_double(j.at("reference_scale"));
   if (const auto& v = j.at("vs_truth"); !v.is_null()) b.vs_truth = Measurement::from_json(v);
+  // Optional: a worker of protocol version 2 or older measured none.
+  if (const auto v = j.find("vs_budget"); v != j.end() && !v->is_null()) {
+    b.vs_budget = Measurement::from_json(*v);
+  }
   return b;
 }
 

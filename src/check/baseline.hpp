@@ -25,6 +25,13 @@ struct OutputBaseline {
   // The reference variant against the truth under baseline_spec(); absent when
   // truth_is_reference.
   std::optional<Measurement> vs_truth;
+  // The reference against the very elementwise budget a candidate gets (the floor opened by each
+  // element's sensitivity: check/compare.hpp measure_baseline_budget), measured by the reference
+  // worker while the reference's output still exists. The TF32 reference is admissible by
+  // definition; where it is itself over that budget, the budget does not cover this problem's
+  // arithmetic on this draw, and a candidate gets the reference's own excess (compare.hpp
+  // decide). Absent under allclose protocols, for integer outputs and without a float64 truth.
+  std::optional<Measurement> vs_budget;
 
   int64_t numel() const;
   nlohmann::json to_json() const;

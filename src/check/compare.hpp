@@ -49,10 +49,21 @@ struct Policy {
   // is t-distributed with m degrees of freedom, so K trades flips against how much an
   // ill-conditioned element may be off.
   double sens_multiplier = 16.0;
+  // The reference's own excess (protocol version 3). The TF32 reference is admissible by
+  // definition, so where it is itself over the elementwise budget on a case
+  // (OutputBaseline::vs_budget: FFT or Winograd convolutions whose errors follow the whole
+  // signal, a saturating function that rounding pushes across its knee, a draw whose s_i came out
+  // small), a candidate over the budget passes the elementwise rule when it has at most
+  // baseline_multiplier times as many elements over as the reference and none further over than
+  // baseline_multiplier times the reference's worst: the same multiplier the normwise rule gives
+  // the reference's normwise error. Where the reference is within its budget nothing changes.
+  bool admit_reference_excess = true;
 
   static Policy verified();
   static Policy allclose(double atol, double rtol);
   nlohmann::json to_json() const;
+  // The inverse of to_json (the reference worker receives the protocol's policy this way).
+  static Policy from_json(const nlohmann::json& j);
 };
 
 struct Outcome {
@@ -67,6 +78,10 @@ struct Outcome {
   // normwise budget. A pass
   // has both at most 1; a user sees at a glance whether a verdict was narrow.
   std::optional<double> elem_margin, norm_margin;
+  // The reference's own figures against the elementwise budget where it was measured (its
+  // elements over and worst ratio): where they are not zero the budget admitted the reference's
+  // excess (Policy::admit_reference_excess), and elem_margin is taken against that allowance.
+  std::optional<ErrorFigures> reference_vs_budget;
   nlohmann::json to_json() const;
 };
 
@@ -82,6 +97,18 @@ struct CandidatePass {
 };
 
 CandidatePass plan_candidate_pass(const OutputBaseline& baseline, const Policy& policy);
+
+// Measures the reference against the elementwise budget its candidates get
+// (OutputBaseline::vs_budget), where the policy has one: `measure_reference(spec)` is the pass of
+// the reference judged by the truth, with the element's sensitivity where the worker has it.
+template <class MeasureReference>
+void measure_baseline_budget(OutputBaseline& b, const Policy& policy,
+                             MeasureReference measure_reference) {
+  if (policy.kind != PolicyKind::Scaled || !tensor::is_floating(b.dtype) || b.truth_is_reference) {
+    return;
+  }
+  b.vs_budget = measure_reference(plan_candidate_pass(b, policy).spec);
+}
 
 // Why a candidate output of this dtype and shape cannot be judged against the baseline (it must
 // match both exactly, even where torch would broadcast or upcast), or nullopt.

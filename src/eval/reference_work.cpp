@@ -44,7 +44,8 @@ void load_problem_into(ReferenceSession& session, const EvalRequest& request,
   auto response =
       call(worker_request(cmd::kLoadProblem, {{"problem", fs::absolute(request.problem).string()},
                                               {"device", request.settings.device},
-                                              {"keep", protocol.judged_by()}}));
+                                              {"keep", protocol.judged_by()},
+                                              {"policy", protocol.policy.to_json()}}));
   require_reference_answer(response, request.problem, "loading the problem");
   session.loaded = response.result;
   session.key.software = software_of(response.result["environment"]);

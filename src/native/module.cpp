@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "check/baseline.hpp"
+#include "check/compare.hpp"
 #include "check/measure.hpp"
 #include "native/allocation_source.h"
 #include "native/checksum.h"
@@ -293,10 +294,25 @@ nb::object MeasureBinding(nb::handle x, nb::handle y, const nb::dict& spec, std:
   return ToPython(m.to_json());
 }
 
-nb::object DescribeOutputBinding(nb::handle reference, nb::handle truth, std::uintptr_t stream) {
+nb::object DescribeOutputBinding(nb::handle reference, nb::handle truth, std::uintptr_t stream,
+                                 nb::handle sensitivity, const std::string& policy_json) {
   const Operand r = OperandFrom(reference, "reference", true);
   const Operand t = OperandFrom(truth, "truth", true);
   SameDevice(r, t);
+  std::optional<Operand> sens;
+  if (!sensitivity.is_none()) {
+    sens = OperandFrom(sensitivity, "sensitivity", false);
+    SameDevice(r, *sens);
+    if (sens->numel != t.numel) throw nb::value_error("the sensitivity differs from the truth");
+  }
+  std::optional<check::Policy> policy;
+  if (!policy_json.empty()) {
+    try {
+      policy = check::Policy::from_json(nlohmann::json::parse(policy_json));
+    } catch (const std::exception& e) {
+      throw nb::value_error((std::string("a malformed policy: ") + e.what()).c_str());
+    }
+  }
   if (r.shape != t.shape) throw nb::value_error("the truth and the reference differ in shape");
   const bool same = r.ptr == t.ptr;
   if (same && r.dtype != t.dtype) {
@@ -310,6 +326,13 @@ nb::object DescribeOutputBinding(nb::handle reference, nb::handle truth, std::ui
         [&](double threshold) { return FiniteRmsOn(t, threshold, stream); },
         [&](double threshold) { return FiniteRmsOn(r, threshold, stream); },
         [&](const check::PassSpec& spec) { return MeasureOn(r, t, nullptr, spec, stream); });
+    // The reference against its candidates' elementwise budget (check::Policy's admission of
+    // the reference's own excess), while its output still exists.
+    if (policy) {
+      check::measure_baseline_budget(b, *policy, [&](const check::PassSpec& spec) {
+        return MeasureOn(r, t, sens ? &*sens : nullptr, spec, stream);
+      });
+    }
   }
   return ToPython(b.to_json());
 }
@@ -671,10 +694,13 @@ NB_MODULE(kbv_native, m) {
         "strings.");
 
   m.def("describe_output", &DescribeOutputBinding, "reference"_a, "truth"_a, "stream"_a = 0,
+        "sensitivity"_a = nb::none(), "policy"_a = "",
         "The baseline of one reference output: reference and truth are (ptr, dtype, shape, "
         "device); the same pointer means there is no float64 run (truth_is_reference). Returns "
         "{dtype, shape, truth_dtype, truth_is_reference, truth_scale, reference_scale, "
-        "vs_truth: a measure() result or None}.");
+        "vs_truth: a measure() result or None, vs_budget: the reference against its "
+        "candidates' elementwise budget under `policy` (check::Policy JSON; with the truth's "
+        "`sensitivity` (ptr, dtype, numel, device) where there is one), or None}.");
 
   m.def("finite_rms", &FiniteRmsBinding, "t"_a, "threshold"_a, "stream"_a = 0,
         "RMS of the values of t = (ptr, dtype, numel, device) whose magnitude stays below "

@@ -58,6 +58,8 @@ json to_json(const AuditRow& r) {
           {"degenerate_why", r.degenerate_why},
           {"reference_fails_float64", r.reference_fails_float64},
           {"worst_reference_normwise", opt(r.worst_reference_normwise)},
+          {"reference_over_budget_cases", r.reference_over_budget},
+          {"worst_reference_budget_ratio", opt(r.worst_reference_budget_ratio)},
           {"truth_float32_cases", r.truth_float32},
           {"tf32_ms", opt(r.tf32_ms)},
           {"fp32_ms", opt(r.fp32_ms)},
@@ -106,6 +108,17 @@ AuditRow audit_row(const json& result) {
     if (!family.is_object()) continue;
     for (const auto& c : family.value("cases", json::array())) {
       if (c.value("truth", "float64") == "float32") ++r.truth_float32;
+      bool over = false;
+      for (const auto& o : c.value("outputs", json::array())) {
+        const json excess = o.value("reference_vs_budget", json::object());
+        if (excess.value("elements_over", 0) <= 0) continue;
+        over = true;
+        if (const auto ratio = number_at(excess, "/budget_ratio"_json_pointer)) {
+          r.worst_reference_budget_ratio =
+              std::max(r.worst_reference_budget_ratio.value_or(0.0), *ratio);
+        }
+      }
+      r.reference_over_budget += over;
     }
   }
   r.tf32_ms = number_at(result, "/timing/baseline_tf32/median_ms"_json_pointer);
@@ -146,15 +159,17 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
   if (format == Format::Csv) {
     std::string out =
         "problem,verdict,fits,alone,seconds,degenerate,reference_fails_float64,"
-        "worst_reference_normwise,truth_float32_cases,tf32_ms,fp32_ms,fp32_over_tf32,"
+        "worst_reference_normwise,reference_over_budget_cases,worst_reference_budget_ratio,"
+        "truth_float32_cases,tf32_ms,fp32_ms,fp32_over_tf32,"
         "self_speedup,self_ci_low,self_ci_high,peak_bytes,flags,reason\n";
     for (const auto& r : rows) {
       std::string flags;
       for (const auto& f : r.flags) flags += (flags.empty() ? "" : " ") + f;
       out += fmt::format(
-          "{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", escape_csv(r.problem),
-          r.verdict, escape_csv(r.fits), r.alone, r.seconds, r.degenerate,
-          r.reference_fails_float64, cell(r.worst_reference_normwise, "{:.3g}"), r.truth_float32,
+          "{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+          escape_csv(r.problem), r.verdict, escape_csv(r.fits), r.alone, r.seconds, r.degenerate,
+          r.reference_fails_float64, cell(r.worst_reference_normwise, "{:.3g}"),
+          r.reference_over_budget, cell(r.worst_reference_budget_ratio, "{:.3g}"), r.truth_float32,
           cell(r.tf32_ms, "{:.6g}"), cell(r.fp32_ms, "{:.6g}"), cell(r.fp32_over_tf32, "{:.4g}"),
           cell(r.self_speedup, "{:.4g}"), cell(r.self_low, "{:.4g}"), cell(r.self_high, "{:.4g}"),
           cell(r.peak_bytes, "{:.0f}"), escape_csv(flags), escape_csv(r.reason));
@@ -164,12 +179,13 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
   std::string out =
       "| problem | self-check | fits | eval s | degenerate | ref vs float64 | FP32/TF32 | "
       "self speedup [95% CI] | peak GiB |\n|---|---|---|---|---|---|---|---|---|\n";
-  int correct = 0, degenerate = 0, unstable = 0, fallback = 0, alone = 0;
+  int correct = 0, degenerate = 0, unstable = 0, fallback = 0, alone = 0, over_budget = 0;
   double seconds = 0;
   for (const auto& r : rows) {
     correct += r.verdict == "correct";
     degenerate += r.degenerate;
     unstable += r.reference_fails_float64 > 0;
+    over_budget += r.reference_over_budget > 0;
     fallback += r.truth_float32 > 0;
     alone += r.alone;
     seconds += r.seconds;
@@ -181,6 +197,10 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
                                 ? fmt::format("fails on {} ({})", r.reference_fails_float64,
                                               cell(r.worst_reference_normwise, "{:.2g}"))
                                 : cell(r.worst_reference_normwise, "{:.1e}");
+    if (r.reference_over_budget > 0) {
+      reference += fmt::format("; over its elementwise budget on {} ({}x)", r.reference_over_budget,
+                               cell(r.worst_reference_budget_ratio, "{:.2g}"));
+    }
     if (r.truth_float32 > 0) reference += fmt::format("; float32 truth on {}", r.truth_float32);
     out += fmt::format("| {} | {} | {} | {:.1f} | {} | {} | {} | {} | {} |\n", r.problem,
                        escape_md(check.substr(0, 160)), escape_md(r.fits), r.seconds,
@@ -189,9 +209,10 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
   }
   out += fmt::format(
       "\n{} problems: {} pass their own verified check, {} degenerate, {} where the TF32 "
-      "reference fails its float64 run, {} with a float32 truth on some case, {} needing the "
+      "reference fails its float64 run, {} where it is over its own elementwise budget on some "
+      "case (its excess admitted), {} with a float32 truth on some case, {} needing the "
       "device's memory to themselves; {:.0f} s of evaluation summed.\n",
-      rows.size(), correct, degenerate, unstable, fallback, alone, seconds);
+      rows.size(), correct, degenerate, unstable, over_budget, fallback, alone, seconds);
   return out;
 }
 

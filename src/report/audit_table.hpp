@@ -27,6 +27,10 @@ struct AuditRow {
   std::string degenerate_why;
   int reference_fails_float64 = 0;  // cases where the TF32 reference fails its float64 run
   std::optional<double> worst_reference_normwise;
+  // Cases where the TF32 reference is over its own elementwise budget (protocol version 3 admits
+  // its excess), and its worst error over budget there: the budget does not cover the problem.
+  int reference_over_budget = 0;
+  std::optional<double> worst_reference_budget_ratio;
   int truth_float32 = 0;  // cases whose truth fell back to float32 (recorded reasons)
   std::optional<double> tf32_ms, fp32_ms, fp32_over_tf32;
   std::optional<double> self_speedup, self_low, self_high;  // vs TF32: the noise floor

@@ -100,8 +100,14 @@ Outcome judged(const TensorView& candidate, const TensorView& reference, const T
                const Policy& policy, const TensorView* sensitivity = nullptr) {
   const Outcome direct = compare(candidate, reference, truth, policy, sensitivity);
   const auto relay = [](const nlohmann::json& j) { return nlohmann::json::parse(j.dump()); };
-  const OutputBaseline baseline =
-      OutputBaseline::from_json(relay(describe_baseline(reference, truth).to_json()));
+  // The reference worker's description: the baseline, measured against its candidates' budget.
+  OutputBaseline described = describe_baseline(reference, truth);
+  measure_baseline_budget(described, Policy::from_json(relay(policy.to_json())),
+                          [&](const PassSpec& spec) {
+                            return Measurement::from_json(
+                                relay(measure(reference, truth, spec, sensitivity).to_json()));
+                          });
+  const OutputBaseline baseline = OutputBaseline::from_json(relay(described.to_json()));
   Outcome split;
   if (auto violation = contract_violation(candidate.dtype, candidate.shape, baseline)) {
     split.reason = *violation;
@@ -186,18 +192,73 @@ TEST_F(ScaledTest, BudgetGrowsWithANoisierBaseline) {
   EXPECT_NEAR(o.norm_budget, 4e-3, 1e-4);
   EXPECT_GT(o.norm_budget, judge(candidate).norm_budget);
 
-  // Not elementwise: a baseline whose worst element is 5% off no longer raises the elementwise
-  // budget (that maximum is heavy-tailed and moved from draw to draw); the floor stays 1e-2 and
-  // a candidate 3% off at one element fails whatever the baseline did.
-  auto spiky = truth_values;
-  spiky[7] += 0.05 * (std::abs(spiky[7]) + rms(truth_values));
+  // Not elementwise: a baseline whose worst element is 5% off does not raise every element's
+  // budget (that maximum is heavy-tailed and moved from draw to draw); the floor stays 1e-2. A
+  // baseline within its budget admits nothing: a candidate 3% off at one element fails.
   auto off = truth_values;
   off[9] += 0.03 * (std::abs(off[9]) + rms(truth_values));
-  const Outcome spiky_baseline =
-      judged(f32(shape, off), f32(shape, spiky), truth, Policy::verified());
-  EXPECT_EQ(spiky_baseline.elem_budget, 1e-2);
-  EXPECT_FALSE(spiky_baseline.passed);
-  EXPECT_NEAR(*spiky_baseline.elem_margin, 3.0, 1e-3);
+  const Outcome within = judged(f32(shape, off), reference, truth, Policy::verified());
+  EXPECT_EQ(within.elem_budget, 1e-2);
+  EXPECT_FALSE(within.passed);
+  EXPECT_NEAR(*within.elem_margin, 3.0, 1e-3);
+  EXPECT_FALSE(within.reference_vs_budget.has_value());
+}
+
+// Protocol version 3: the TF32 reference is admissible by definition. Where it is itself over the
+// elementwise budget (here: 5% off at one element, 5x its budget), a candidate may be over too,
+// within 4x the reference's own excess (4 elements, none beyond 20x); where it is within its
+// budget, nothing changes (the test above).
+TEST_F(ScaledTest, TheReferencesOwnExcessIsAdmittedUpTo4x) {
+  const double scale = rms(truth_values);
+  auto spiky_values = truth_values;
+  spiky_values[7] += 0.05 * (std::abs(spiky_values[7]) + scale);
+  const Owned spiky = f32(shape, spiky_values);
+  const auto with_off = [&](std::vector<size_t> at, double relative) {
+    auto v = truth_values;
+    for (const size_t i : at) v[i] += relative * (std::abs(v[i]) + scale);
+    return judged(f32(shape, v), spiky, truth, Policy::verified());
+  };
+  // The reference itself (a copy): passes, and says why.
+  const Outcome copy = judged(spiky, spiky, truth, Policy::verified());
+  EXPECT_TRUE(copy.passed) << copy.reason;
+  EXPECT_TRUE(contains(copy.reason, "within the reference's own excess")) << copy.reason;
+  EXPECT_TRUE(contains(copy.reason, "1 element over budget, worst 5x")) << copy.reason;
+  ASSERT_TRUE(copy.reference_vs_budget.has_value());
+  EXPECT_EQ(copy.reference_vs_budget->elements_over, 1);
+  EXPECT_NEAR(copy.reference_vs_budget->budget_ratio, 5.0, 1e-3);
+  EXPECT_NEAR(*copy.elem_margin, 0.25, 1e-3);  // one of 4 elements, 5x of 20x
+  EXPECT_EQ(copy.to_json()["reference_vs_budget"]["elements_over"], 1);
+  // Elsewhere and of a like size: admitted.
+  const Outcome like = with_off({9, 10, 11, 12}, 0.06);
+  EXPECT_TRUE(like.passed) << like.reason;
+  EXPECT_NEAR(*like.elem_margin, 1.0, 1e-3);  // 4 of 4 elements
+  // More elements than 4x the reference's, or one further than 4x its worst: rejected.
+  const Outcome more = with_off({9, 10, 11, 12, 13}, 0.03);
+  EXPECT_FALSE(more.passed);
+  EXPECT_TRUE(contains(more.reason, "beyond the reference's own excess")) << more.reason;
+  EXPECT_TRUE(contains(more.reason, "up to 4 over, none beyond 20x")) << more.reason;
+  EXPECT_NEAR(*more.elem_margin, 5.0 / 4.0, 1e-3);
+  const Outcome further = with_off({9}, 0.25);
+  EXPECT_FALSE(further.passed);
+  EXPECT_NEAR(*further.elem_margin, 25.0 / 20.0, 1e-3);
+  // The normwise rule is untouched: noise of bf16's size fails beside the spiky reference too.
+  EXPECT_FALSE(
+      judged(f32(shape, noisy(truth_values, 4e-3, 3)), spiky, truth, Policy::verified()).passed);
+  // Version 2's rule (no admission): the reference's own copy fails.
+  Policy v2 = Policy::verified();
+  v2.admit_reference_excess = false;
+  const Outcome strict = judged(spiky, spiky, truth, v2);
+  EXPECT_FALSE(strict.passed);
+  EXPECT_TRUE(contains(strict.reason, "element [0, 7] is")) << strict.reason;
+}
+
+TEST(Policy, JsonRoundTrip) {
+  const Policy p = Policy::verified();
+  EXPECT_EQ(Policy::from_json(p.to_json()).to_json(), p.to_json());
+  EXPECT_TRUE(Policy::from_json(p.to_json()).admit_reference_excess);
+  const Policy a = Policy::allclose(1e-4, 2e-4);
+  EXPECT_EQ(Policy::from_json(a.to_json()).to_json(), a.to_json());
+  EXPECT_THROW(Policy::from_json({{"kind", "nonsense"}}), std::invalid_argument);
 }
 
 // The sensitivity operand opens the budget of the elements it names, and only there: an

@@ -5,11 +5,12 @@ problems (KernelBench's src/ and scripts/) left out, and a second run resuming f
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
 import pytest
-from conftest import PROBLEMS, kbv_binary
+from conftest import PROBLEMS, REPO, kbv_binary
 
 
 @pytest.mark.e2e
@@ -19,6 +20,10 @@ def test_audit_tabulates_every_problem_and_resumes(tmp_path, cache_dir):
     (suite / "level2").mkdir(parents=True)
     shutil.copy(PROBLEMS / "level1" / "3_ReLU.py", suite / "level1")
     shutil.copy(PROBLEMS / "level2" / "2_Gemm_Scale_Sigmoid.py", suite / "level2")
+    # A reference over its own elementwise budget (protocol version 3 admits its excess): the
+    # table says so beside its self-check.
+    shutil.copy(REPO / "tests" / "data" / "reference_excess" / "problem.py",
+                suite / "level1" / "4_Reference_Excess.py")  # fmt: skip
     (suite / "scripts").mkdir()
     (suite / "scripts" / "helper.py").write_text("raise SystemExit('not a problem')\n")
     db, table = tmp_path / "audit.sqlite", tmp_path / "audit.md"
@@ -31,7 +36,7 @@ def test_audit_tabulates_every_problem_and_resumes(tmp_path, cache_dir):
         part = [*command, "--shard", shard, "--db", str(tmp_path / f"shard{shard[0]}.sqlite")]
         done = subprocess.run(part, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr
-        assert f"shard {shard}: 1 of the suite's 2 tasks" in done.stdout + done.stderr
+        assert re.search(f"shard {shard}: [12] of the suite's 3 tasks", done.stdout + done.stderr)
     merged = subprocess.run(
         [kbv_binary(), "merge", str(tmp_path / "shard0.sqlite"), str(tmp_path / "shard1.sqlite"),
          "-o", str(db)],
@@ -40,15 +45,18 @@ def test_audit_tabulates_every_problem_and_resumes(tmp_path, cache_dir):
     assert merged.returncode == 0, merged.stderr
     first = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr
-    assert "2 already" in first.stderr + first.stdout, first.stderr
+    assert "3 already" in first.stderr + first.stdout, first.stderr
     text = table.read_text()
     rows = [line for line in text.splitlines() if line.startswith("| level")]
-    assert len(rows) == 2, text
+    assert len(rows) == 3, text
     assert all("| correct |" in row for row in rows), text
     assert "helper" not in text and "helper" not in first.stderr
-    assert "2 problems: 2 pass their own verified check" in text
+    assert "3 problems: 3 pass their own verified check" in text
+    assert "1 where it is over its own elementwise budget on some case" in text
+    excess = next(row for row in rows if "4_Reference_Excess" in row)
+    assert "over its elementwise budget on" in excess, excess
 
     again = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr
-    assert "2 already" in again.stderr + again.stdout, again.stderr
-    assert table.read_text().count("| correct |") == 2
+    assert "3 already" in again.stderr + again.stdout, again.stderr
+    assert table.read_text().count("| correct |") == 3

@@ -509,6 +509,36 @@ def test_describe_output_with_and_without_a_float64_truth():
         kn.describe_output(shaped(reference), shaped(truth.flatten()))
 
 
+VERIFIED_POLICY = json.dumps(
+    {"kind": "scaled", "norm_floor": 1e-3, "elem_floor": 1e-2, "baseline_multiplier": 4.0,
+     "sens_multiplier": 16.0, "admit_reference_excess": True}
+)  # fmt: skip
+
+
+def test_describe_output_measures_the_reference_against_its_candidates_budget():
+    truth = sample(torch.float64, 10_000, seed=5).reshape(100, 100)
+    scale = truth.pow(2).mean().sqrt().item()
+    spiky = truth.clone()
+    spiky[3, 3] += 0.05 * (truth[3, 3].abs() + scale)  # 5x the floor's 1e-2
+    reference = spiky.to(torch.float32)
+    # Without a policy: not measured (allclose protocols, older orchestrators).
+    assert kn.describe_output(shaped(reference), shaped(truth))["vs_budget"] is None
+    b = kn.describe_output(shaped(reference), shaped(truth), 0, None, VERIFIED_POLICY)
+    over = b["vs_budget"]["figures"]
+    assert over["elements_over"] == 1 and over["budget_ratio"] == pytest.approx(5.0, rel=1e-5)
+    assert b["vs_budget"]["worst"] == 303
+    # The element's sensitivity opens its budget (16 x 1% of its scale > 5%): nothing over.
+    sens = torch.zeros(100, 100, dtype=torch.float32)
+    sens[3, 3] = 0.01 * (truth[3, 3].abs() + scale)
+    opened = kn.describe_output(shaped(reference), shaped(truth), 0, operand(sens), VERIFIED_POLICY)
+    assert opened["vs_budget"]["figures"]["elements_over"] == 0
+    # No float64 run, or an integer output: nothing to measure.
+    alone = kn.describe_output(shaped(reference), shaped(reference), 0, None, VERIFIED_POLICY)
+    assert alone["vs_budget"] is None
+    with pytest.raises(ValueError, match="policy"):
+        kn.describe_output(shaped(reference), shaped(truth), 0, None, "{not json")
+
+
 def test_measure_rejects_bad_operands():
     x = torch.zeros(4)
     with pytest.raises(ValueError, match="numel"):
@@ -664,6 +694,8 @@ def test_gpu_measure_equals_host_measure(name):
     device = kn.measure(operand(x_gpu), operand(y_gpu), opened, 0, operand(s_gpu))
     host_and_device_agree(host, device)
     assert str(device["s_at_worst"]) == str(host["s_at_worst"])
+    # Bit for bit: the device pass is compiled without contracting a * b + c into one rounding
+    # (--fmad=false), as the host computes it.
     assert decoded(device["figures"]["budget_ratio"]) == decoded(host["figures"]["budget_ratio"])
     rms_host = kn.finite_rms(operand(truth), threshold)
     truth_gpu, x_gpu = truth.cuda(), x.cuda()
@@ -672,6 +704,12 @@ def test_gpu_measure_equals_host_measure(name):
     b_device = kn.describe_output(shaped(x_gpu), shaped(truth_gpu))
     assert b_device["truth_scale"] == pytest.approx(b_host["truth_scale"], rel=1e-12)
     host_and_device_agree(b_host["vs_truth"], b_device["vs_truth"])
+    if dtype.is_floating_point:  # the reference against its candidates' budget, on the device
+        b_host = kn.describe_output(shaped(x), shaped(truth), 0, operand(sens), VERIFIED_POLICY)
+        b_device = kn.describe_output(
+            shaped(x_gpu), shaped(truth_gpu), 0, operand(s_gpu), VERIFIED_POLICY
+        )
+        host_and_device_agree(b_host["vs_budget"], b_device["vs_budget"])
 
 
 @needs_gpu
