@@ -1,6 +1,7 @@
 #include "eval/eval_request.hpp"
 
 #include "core/result.hpp"
+#include "eval/protocol.hpp"
 
 namespace kbv::eval {
 
@@ -18,6 +19,16 @@ nlohmann::json EvalSettings::key() const {
   if (!sandbox) key["sandbox"] = false;
   if (audit) key["audit"] = true;
   if (allow_library) key["allow_library"] = true;  // keyed apart only when on, like audit
+  // The version of the protocol's rules: a result judged by older rules is evaluated again on
+  // resume rather than mixed into a run under newer ones. Keyed from version 2 on, so that
+  // version 1 keys (the standard and kbv-paper protocols') hold.
+  try {
+    if (const int version = protocol_by_name(protocol, hidden_draws).version; version > 1) {
+      key["protocol_version"] = version;
+    }
+  } catch (const std::invalid_argument&) {
+    // An unknown protocol is reported where it is used; its key needs no version.
+  }
   return key;
 }
 

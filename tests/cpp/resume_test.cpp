@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "eval/eval_request.hpp"
+#include "eval/protocol.hpp"
 
 namespace kbv::schedule {
 namespace {
@@ -64,6 +65,22 @@ TEST(StoreKey, LimitsAndPlacementAreNotInTheKeySettingsAre) {
   EXPECT_NE(eval::EvalSettings{}.key(), library.key());
   EXPECT_EQ(library.key()["allow_library"], true);
   EXPECT_FALSE(eval::EvalSettings{}.key().contains("allow_library"));
+}
+
+// A result judged by older rules of its protocol is evaluated again on resume: the verified
+// protocol's version is in the key (a version 2 result, keyed without it, no longer matches),
+// and version 1 protocols keep the keys they always had.
+TEST(StoreKey, TheProtocolsVersionIsInTheKeyFromVersion2On) {
+  eval::EvalSettings verified;
+  verified.protocol = "verified";
+  EXPECT_EQ(verified.key()["protocol_version"], eval::protocol_by_name("verified", 3).version);
+  EXPECT_GE(verified.key()["protocol_version"].get<int>(), 3);
+  eval::EvalSettings standard;
+  standard.protocol = "standard";
+  EXPECT_FALSE(standard.key().contains("protocol_version"));
+  eval::EvalSettings unknown;
+  unknown.protocol = "no-such-protocol";
+  EXPECT_FALSE(unknown.key().contains("protocol_version"));
 }
 
 }  // namespace
