@@ -118,8 +118,20 @@ elseif(HTTPLIB_FOUND)
   target_link_libraries(kbv::httplib INTERFACE PkgConfig::HTTPLIB)
 else()
   find_path(KBV_HTTPLIB_INCLUDE httplib.h PATHS ${CMAKE_SOURCE_DIR}/.deps/include)
+  # Staged by scripts/stage_deps.sh: Debian's compiled library beside its header, found through
+  # the rpath at run time. Without it a staged header is upstream's header-only one.
+  find_library(KBV_HTTPLIB_LIBRARY NAMES cpp-httplib PATHS ${CMAKE_SOURCE_DIR}/.deps/lib
+               NO_DEFAULT_PATH)
   if(KBV_HTTPLIB_INCLUDE)
     target_include_directories(kbv::httplib INTERFACE ${KBV_HTTPLIB_INCLUDE})
+    if(KBV_HTTPLIB_LIBRARY)
+      target_link_libraries(kbv::httplib INTERFACE ${KBV_HTTPLIB_LIBRARY})
+      get_filename_component(KBV_HTTPLIB_DIR ${KBV_HTTPLIB_LIBRARY} DIRECTORY)
+      list(APPEND CMAKE_BUILD_RPATH ${KBV_HTTPLIB_DIR})
+      # DT_RPATH rather than DT_RUNPATH: the library's own needs (brotli, staged beside it) are
+      # looked up along the executable's path too, which a RUNPATH does not do.
+      target_link_options(kbv::httplib INTERFACE -Wl,--disable-new-dtags)
+    endif()
   else()
     set(KBV_HAVE_HTTPLIB OFF)
   endif()

@@ -13,4 +13,22 @@ cp -r /usr/include/openssl "$dest"/
 cp /usr/include/x86_64-linux-gnu/openssl/*.h "$dest"/openssl/
 [ -d /usr/include/x86_64-linux-gnu/curl ] && cp -r /usr/include/x86_64-linux-gnu/curl "$dest"/
 for d in nlohmann CLI fmt; do [ -d /usr/include/$d ] && cp -r /usr/include/$d "$dest"/; done
+# cpp-httplib (kbv serve): Debian's is a compiled library, a declarations-only header and
+# libcpp-httplib.so, which links brotli (the GPU image may lack it). The libraries go to
+# .deps/lib, where CMake finds them and the build's rpath points; bench/gpu_build.sh builds
+# without kbv serve if one of them still does not load there.
+rm -rf .deps/lib
+httplib_so=$(ls /usr/lib/x86_64-linux-gnu/libcpp-httplib.so.0.* 2>/dev/null | sort | tail -1 || true)
+if [ -f /usr/include/httplib.h ] && [ -n "$httplib_so" ]; then
+  mkdir -p .deps/lib
+  cp /usr/include/httplib.h "$dest"/
+  cp -L "$httplib_so" .deps/lib/
+  soname=$(objdump -p "$httplib_so" | awk '/SONAME/ {print $2}')
+  [ -n "$soname" ] && [ "$soname" != "$(basename "$httplib_so")" ] &&
+    ln -sf "$(basename "$httplib_so")" ".deps/lib/$soname"
+  ln -sf "$(basename "$httplib_so")" .deps/lib/libcpp-httplib.so
+  for lib in libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1; do
+    [ -e /usr/lib/x86_64-linux-gnu/$lib ] && cp -L /usr/lib/x86_64-linux-gnu/$lib .deps/lib/
+  done
+fi
 du -sh .deps
