@@ -117,6 +117,14 @@ void RayPool::join() {
     // The drain: every job in flight comes back (stored, failed, or queued again when the
     // driver died), then the driver's input ends and it ends.
     std::unique_lock lock(lock_);
+    changed_.wait(lock, [&] { return flights_.empty() || slots_ == 0; });
+    if (!flights_.empty() && driver_) {
+      // No node left to run them (every node lost): Ray would hold them until one comes back.
+      // They are queued again for the next start instead (the reader does it as the driver ends).
+      log(fmt::format("the cluster has no node to finish {} in flight: the driver is stopped",
+                      plural(flights_.size(), "job", "jobs")));
+      driver_->kill();
+    }
     changed_.wait(lock, [&] { return flights_.empty(); });
     // A connected driver ends at the end of its input; one still connecting (started again
     // after the last one died: the head may be gone) would wait for the cluster first.
