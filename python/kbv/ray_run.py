@@ -11,8 +11,9 @@ evaluated, or relayed, twice. Ray's own task retry is off on purpose: it replays
 from its start and matches the items by position, which would resend rows already stored and
 cannot leave out the tasks already done.
 
-ShardQueue is the part a queue of work would use (a later `kbv serve` sending its queue to the
-cluster): submit shards as they come, iterate over events()."""
+ShardQueue is the part a queue of work uses (kbv/ray_serve.py: `kbv serve --ray` sends its queue
+to the cluster): submit shards as they come, take events as they come (poll) or until every shard
+has ended (events)."""
 
 from __future__ import annotations
 
@@ -58,16 +59,27 @@ class Shard:
     problem_path: str
     problem_relative: str
     tasks: list[PlannedTask]
+    label: str | None = None  # its name in progress lines and events (default: the problem's)
+    # The node's `kbv run` options for this shard (kbv serve: each batch's settings); None: the
+    # queue's.
+    node_arguments: list[str] | None = None
 
     @classmethod
     def from_plan(cls, entry: dict) -> Shard:
         problem = entry["problem"]
         tasks = [PlannedTask(t["key"], t["path"], t["relative"]) for t in entry["tasks"]]
-        return cls(problem["path"], problem["relative"], tasks)
+        arguments = entry.get("node_arguments")
+        return cls(
+            problem["path"],
+            problem["relative"],
+            tasks,
+            entry.get("name"),
+            None if arguments is None else [str(a) for a in arguments],
+        )
 
     @property
     def name(self) -> str:
-        return self.problem_relative
+        return self.label or self.problem_relative
 
     def keys(self) -> set[str]:
         return {task.key for task in self.tasks}
@@ -114,8 +126,10 @@ def why_missing(attempt: Attempt) -> str:
 
 class ShardQueue:
     """Shards in, events out. Each shard runs as one Ray task holding one GPU (one CPU on the CPU
-    device); events() yields {"event": "row", "node", "row"} per row a node stored, and
-    {"event": "missing", "shard", "keys", "why"} for a shard that ended without some of its rows.
+    device); its events are {"event": "started", "shard", "node", "node_id", "attempt"} when a
+    node starts it (again after a lost node), {"event": "row", "node", "row"} per row a node
+    stored, and {"event": "missing", "shard", "keys", "why"} when it ended without some of its
+    rows. Every key of a shard comes back once, as a row or in a missing event.
     """
 
     def __init__(
@@ -148,33 +162,47 @@ class ShardQueue:
         files = attempt.shard.files(attempt.keys)
         # Named after its problem: `ray list tasks` and Ray's dashboard say what each one does.
         task = self._task.options(**self._options, name=f"kbv {attempt.shard.name}")
-        generator = task.remote(files, self.device, self.node_arguments)
+        arguments = attempt.shard.node_arguments
+        generator = task.remote(
+            files, self.device, self.node_arguments if arguments is None else arguments
+        )
         self._running[generator] = attempt
+
+    def running(self) -> int:
+        """Shards not ended yet."""
+        return len(self._running)
 
     def events(self) -> Iterator[dict]:
         """Until every shard submitted has ended (shards submitted between two events
         included)."""
-        ray = self._ray
         while self._running:
-            ready, _ = ray.wait(list(self._running), num_returns=1)
-            for generator in ready:
-                attempt = self._running[generator]
-                try:
-                    item = ray.get(next(generator))
-                except StopIteration:
-                    del self._running[generator]
-                    yield from self._ended(attempt)
-                    continue
-                except ray.exceptions.RayTaskError as error:
-                    # The task itself failed (no kbv on the node): the same anywhere, not retried.
-                    del self._running[generator]
-                    yield self._missing(attempt, f"the task failed on {attempt.node}: {error}")
-                    continue
-                except ray.exceptions.RayError as error:
-                    del self._running[generator]
-                    yield from self._lost(attempt, error)
-                    continue
-                yield from self._item(attempt, item)
+            yield from self.poll()
+
+    def poll(self, timeout: float | None = None) -> Iterator[dict]:
+        """The events of a shard that has one within `timeout` seconds (None: until one has);
+        nothing when none has, or none runs."""
+        ray = self._ray
+        if not self._running:
+            return
+        ready, _ = ray.wait(list(self._running), num_returns=1, timeout=timeout)
+        for generator in ready:
+            attempt = self._running[generator]
+            try:
+                item = ray.get(next(generator))
+            except StopIteration:
+                del self._running[generator]
+                yield from self._ended(attempt)
+                continue
+            except ray.exceptions.RayTaskError as error:
+                # The task itself failed (no kbv on the node): the same anywhere, not retried.
+                del self._running[generator]
+                yield self._missing(attempt, f"the task failed on {attempt.node}: {error}")
+                continue
+            except ray.exceptions.RayError as error:
+                del self._running[generator]
+                yield from self._lost(attempt, error)
+                continue
+            yield from self._item(attempt, item)
 
     def _item(self, attempt: Attempt, item: dict) -> Iterator[dict]:
         kind = item.get("event")
@@ -185,6 +213,13 @@ class ShardQueue:
                 f"ray: {attempt.shard.name} ({tasks(len(attempt.keys))}{again}) started on "
                 f"{item['node']} (node {item['node_id'][:NODE_ID_CHARS]})"
             )
+            yield {
+                "event": "started",
+                "shard": attempt.shard.name,
+                "node": item["node"],
+                "node_id": item["node_id"],
+                "attempt": attempt.number,
+            }
         elif kind == "row":
             key = item["row"]["_row"]["key"]
             ours = key in attempt.keys and key not in attempt.received
@@ -237,34 +272,43 @@ def emit(event: dict) -> None:
     sys.stdout.flush()
 
 
+def connect(address: str, device: str, command: str):
+    """Ray, connected to the cluster at `address` as a driver, or None after saying on standard
+    error why not (no Ray here, no cluster there, or none of the resource `device`'s tasks ask
+    for: they would wait for ever). The caller calls ray.shutdown() when it is done."""
+    try:
+        import ray
+    except ImportError:
+        print(
+            f"kbv: {command} needs Ray in the Python kbv uses ({sys.executable}): "
+            f"{sys.executable} -m pip install '{RAY_PIN}'",
+            file=sys.stderr,
+        )
+        return None
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        print(f"kbv: cannot connect to the Ray cluster at {address}: {error}", file=sys.stderr)
+        return None
+    needed = "GPU" if device == "cuda" else "CPU"
+    if not ray.cluster_resources().get(needed):
+        hint = ": give --device cpu to evaluate on its CPUs" if needed == "GPU" else ""
+        print(f"kbv: the Ray cluster at {address} has no {needed}{hint}", file=sys.stderr)
+        ray.shutdown()
+        return None
+    return ray
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kbv.ray_run", description=__doc__)
     parser.add_argument("--plan", required=True, help="the plan kbv run --ray wrote")
     args = parser.parse_args(argv)
     plan = json.loads(Path(args.plan).read_text())
     say = None if plan.get("quiet") else say_on_stderr
-    try:
-        import ray
-    except ImportError:
-        print(
-            f"kbv: kbv run --ray needs Ray in the Python kbv uses ({sys.executable}): "
-            f"{sys.executable} -m pip install '{RAY_PIN}'",
-            file=sys.stderr,
-        )
-        return 2
-    address = plan["address"]
-    try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        print(f"kbv: cannot connect to the Ray cluster at {address}: {error}", file=sys.stderr)
+    ray = connect(plan["address"], plan["device"], "kbv run --ray")
+    if ray is None:
         return 2
     try:
-        # A task asking for what no node has would wait for ever.
-        needed = "GPU" if plan["device"] == "cuda" else "CPU"
-        if not ray.cluster_resources().get(needed):
-            hint = ": give --device cpu to evaluate on its CPUs" if needed == "GPU" else ""
-            print(f"kbv: the Ray cluster at {address} has no {needed}{hint}", file=sys.stderr)
-            return 2
         queue = ShardQueue(plan["device"], plan["node_arguments"], plan.get("attempts", 3), say)
         for entry in plan["shards"]:
             queue.submit(Shard.from_plan(entry))

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "cli/generate_command.hpp"
@@ -268,6 +269,39 @@ std::vector<std::string> node_arguments(int argc, char** argv) {
   return kept;
 }
 
+// The `kbv run` options each node's run gets under `kbv serve --ray`: the server-wide ones that
+// mean the same there, as typed (so paths are the nodes'); --build-jobs is kbv run's --jobs. A
+// job's own settings (protocol, draws, timing, timeouts) come with each batch it is sent in.
+std::vector<std::string> serve_node_arguments(int argc, char** argv) {
+  static const std::map<std::string, std::string> with_value = {
+      {"--cache-dir", "--cache-dir"},
+      {"--work-dir", "--work-dir"},
+      {"--workers-per-device", "--workers-per-device"},
+      {"--build-jobs", "--jobs"}};
+  std::vector<std::string> kept;
+  int i = 1;
+  while (i < argc && std::string(argv[i]) != "serve") ++i;
+  for (++i; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--keep-work-dir") {
+      kept.push_back(arg);
+      continue;
+    }
+    const auto equals = arg.find('=');
+    const auto option = with_value.find(arg.substr(0, equals));
+    if (option == with_value.end()) continue;
+    std::string value;
+    if (equals != std::string::npos) {
+      value = arg.substr(equals + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    }
+    if (option->second == "--jobs" && value == "0") continue;  // no builds ahead: kbv run's 1+
+    kept.insert(kept.end(), {option->second, value});
+  }
+  return kept;
+}
+
 int run_merge(const std::vector<std::string>& inputs, const std::string& output) {
   const auto summary =
       kbv::store::merge_databases(std::vector<fs::path>(inputs.begin(), inputs.end()), output);
@@ -408,6 +442,13 @@ int main(int argc, char** argv) {
                      "the queue and the sources go to <db>.serve/");
   server->add_option("--devices", serve_devices,
                      "all, cpu, or cuda:0,cuda:1,... (default: --device)");
+  std::string serve_ray;
+  server->add_option(
+      "--ray", serve_ray,
+      "ADDRESS: evaluate the queue on the Ray cluster there (host:port of its head, or auto): "
+      "batches of one problem's jobs as Ray tasks, each a kbv run on a node with its own build "
+      "cache, every result stored here; the device defaults to cuda (one GPU per task); see "
+      "docs/serve.md");
   server
       ->add_option("--workers-per-device", serve.workers_per_device,
                    "evaluations at once on each device (default 1); one timing at a time runs "
@@ -553,6 +594,20 @@ int main(int argc, char** argv) {
     if (generate_options.command->parsed()) return kbv::cli::run_generate(generate_options);
     if (merger->parsed()) return run_merge(merge_inputs, merge_output);
     if (server->parsed()) {
+      if (!serve_ray.empty()) {
+        if (!serve_devices.empty()) {
+          fmt::print(stderr,
+                     "kbv: --ray evaluates on the cluster's devices (one per task): it takes "
+                     "no --devices\n");
+          return kExitUsage;
+        }
+        // The cluster's devices, as for kbv run --ray: a service on a machine without a GPU
+        // still sends its work to the GPUs of the nodes.
+        if (serve_options.device.empty()) serve_options.device = "cuda";
+        serve.evaluators = "ray";
+        serve.ray.address = serve_ray;
+        serve.ray.node_arguments = serve_node_arguments(argc, argv);
+      }
       if (auto error = serve_options.finish(); !error.empty()) {
         fmt::print(stderr, "kbv: {}\n", error);
         return kExitUsage;

@@ -1,20 +1,16 @@
 #include "schedule/ray_run.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
 
 #include "core/clock.hpp"
-#include "orchestrate/worker_process.hpp"
+#include "schedule/ray_driver.hpp"
 #include "store/ingest.hpp"
 
 namespace kbv::schedule {
@@ -27,74 +23,6 @@ fs::path relative_to(const fs::path& path, const fs::path& root) {
   return fs::absolute(path).lexically_normal().lexically_relative(
       fs::absolute(root).lexically_normal());
 }
-
-// The Python driver as a child process: its standard output is read here line by line, its
-// standard error is this process's (its progress lines reach the user as they are).
-class DriverProcess {
- public:
-  explicit DriverProcess(const fs::path& plan) {
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe");
-    const std::string python = orchestrate::locate_python();
-    // The driver module is found where kbv's worker package is (a build tree's source folder,
-    // or the installed package), ahead of whatever PYTHONPATH already holds.
-    std::string pythonpath = orchestrate::locate_pythonpath();
-    if (const char* existing = std::getenv("PYTHONPATH"); existing && *existing) {
-      pythonpath += (pythonpath.empty() ? "" : ":") + std::string(existing);
-    }
-    const std::string plan_text = plan.string();
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("cannot start the Ray driver: fork failed");
-    if (pid_ == 0) {
-      // The driver ends with this process (Ctrl-C, kill -9): with no one to store its rows, its
-      // tasks would evaluate for nothing, and Ray stops a dead driver's tasks. SIGKILL, since
-      // Ray's handler answers SIGTERM with a stack dump, which is noise here.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::dup2(out[1], STDOUT_FILENO);
-      if (!pythonpath.empty()) ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
-      const char* argv[] = {python.c_str(),    "-m",   "kbv.ray_run", "--plan",
-                            plan_text.c_str(), nullptr};
-      ::execvp(argv[0], const_cast<char* const*>(argv));
-      fmt::print(stderr, "kbv: cannot run {} for the Ray driver\n", python);
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    lines_ = ::fdopen(out[0], "r");
-  }
-  ~DriverProcess() {
-    if (lines_) std::fclose(lines_);
-    if (pid_ > 0 && !waited_) {
-      ::kill(pid_, SIGKILL);  // as when this process dies (above)
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  DriverProcess(const DriverProcess&) = delete;
-  DriverProcess& operator=(const DriverProcess&) = delete;
-
-  // The next line of the driver's output, false at its end.
-  bool next(std::string& line) {
-    char* buffer = nullptr;
-    size_t size = 0;
-    const ssize_t n = ::getline(&buffer, &size, lines_);
-    if (n >= 0) line.assign(buffer, static_cast<size_t>(n));
-    std::free(buffer);
-    while (!line.empty() && line.back() == '\n') line.pop_back();
-    return n >= 0;
-  }
-
-  // Its exit status (128 + the signal when it was killed).
-  int wait() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    waited_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool waited_ = false;
-  FILE* lines_ = nullptr;
-};
 
 // The plan file, removed when the run ends.
 struct PlanFile {
@@ -299,7 +227,7 @@ SuiteSummary run_on_ray(const SuiteRequest& suite, const RayRunRequest& ray) {
   const auto& work_dir = suite.settings.placement.work_dir;
   PlanFile plan_file(work_dir.empty() ? fs::temp_directory_path() : work_dir, plan);
   RowSink sink(work, db, summary, progress);
-  DriverProcess driver(plan_file.path);
+  RayDriverProcess driver("kbv.ray_run", {"--plan", plan_file.path.string()});
   std::string line;
   while (driver.next(line)) {
     const json event = json::parse(line, nullptr, false);

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,11 +20,11 @@
 #include "eval/reference_session.hpp"
 #include "eval/workspace.hpp"
 #include "judge/harness_fault.hpp"
-#include "judge/stage_failure.hpp"
 #include "orchestrate/build_cache.hpp"
 #include "schedule/build_ahead.hpp"
 #include "schedule/devices.hpp"
 #include "schedule/resume.hpp"
+#include "schedule/retry_alone.hpp"
 #include "schedule/task_picker.hpp"
 #include "schedule/work_list.hpp"
 #include "store/store.hpp"
@@ -65,16 +64,16 @@ void interleave_by_level(std::vector<const Task*>& ordered) {
 
 namespace {
 
-// A task to evaluate again with the device to itself once the run's other evaluations are done.
+// A task to evaluate again with the device to itself once the run's other evaluations on it are
+// done (schedule/retry_alone.hpp).
 struct DeferredRetry {
   size_t index;
-  std::string device;
   std::string first_attempt;  // its verdict and reason, for the evaluated_alone flag
   double built_in = 0;        // its build ahead's seconds
 };
 
-// What the device threads of one run share. Everything but the gates, the build board and the
-// store (each guarded by itself) is under `lock`.
+// What the device threads of one run share. Everything but the gates, the build board, the store
+// and the retries alone (each guarded by itself) is under `lock`.
 struct SharedRun {
   const SuiteRequest& request;
   const WorkList& work;
@@ -88,12 +87,10 @@ struct SharedRun {
   std::mutex lock;
   TaskPicker picker;
   std::set<fs::path> broken_problems;
-  std::set<fs::path> compile_counted;   // a build shared by identical files counts once
-  std::set<std::string> unhealthy;      // devices that failed a health check
-  std::vector<DeferredRetry> deferred;  // first attempts that failed on a shared device
-  std::map<std::string, int> busy;      // evaluations running, per device
-  std::set<std::string> retrying;       // devices running their deferred retries alone
-  std::condition_variable changed;      // busy, deferred or retrying changed
+  std::set<fs::path> compile_counted;  // a build shared by identical files counts once
+  std::set<std::string> unhealthy;     // devices that failed a health check
+  // Evaluations in progress per device, and first attempts that failed on a shared device.
+  AloneRetries<DeferredRetry> alone;
   size_t finished = 0;
 
   SharedRun(const SuiteRequest& r, const WorkList& w, BuildBoard& b, store::Store& d,
@@ -116,8 +113,7 @@ class DeviceThread {
         device_(std::move(device)),
         gate_(run.gates.at(device_).get()),
         evaluations_on_device_(
-            static_cast<int>(std::count(run.threads_on.begin(), run.threads_on.end(), device_))),
-        shared_device_(evaluations_on_device_ > 1) {}
+            static_cast<int>(std::count(run.threads_on.begin(), run.threads_on.end(), device_))) {}
 
   void operator()() {
     while (true) {
@@ -126,10 +122,7 @@ class DeviceThread {
       if (!task && waits_for_retries_) continue;  // a retry came first: wait for it
       if (!task) return;
       const bool healthy = evaluate_and_store(task->index, std::move(task->ahead));
-      {
-        std::lock_guard guard(run_.lock);
-        if (--run_.busy[device_] == 0) run_.changed.notify_all();
-      }
+      run_.alone.leave(device_);
       if (!healthy) return;
     }
   }
@@ -169,13 +162,14 @@ class DeviceThread {
     std::shared_ptr<CandidateWorker> dropped;
     {
       std::lock_guard guard(run_.lock);
-      // Checked under the same lock as the retrier's count of running evaluations, so no task
-      // starts beside a retry that has the device alone.
-      waits_for_retries_ = retries_pending();
+      // Counted as in progress from here (released below when nothing is taken), atomically with
+      // the check for a waiting retry: no task starts beside a retry that has the device alone.
+      waits_for_retries_ = !run_.alone.try_enter(device_);
       if (waits_for_retries_) return std::nullopt;
       while (!taken) {
         if (run_.unhealthy.count(device_)) {
           leave();
+          run_.alone.leave(device_);
           return std::nullopt;
         }
         std::optional<size_t> picked;
@@ -191,6 +185,7 @@ class DeviceThread {
         if (!picked) picked = run_.picker.steal(current_);
         if (!picked) {
           leave();
+          run_.alone.leave(device_);
           return std::nullopt;
         }
         current_ = task(*picked).problem.path;
@@ -198,7 +193,6 @@ class DeviceThread {
         next_ = run_.picker.pick(current_, run_.broken_problems, built, /*reserve=*/true);
         if (next_) current_ = task(*next_).problem.path;
         taken = Taken{*picked, std::move(ahead)};
-        ++run_.busy[device_];
       }
     }
     start_ahead(taken->index);
@@ -232,17 +226,6 @@ class DeviceThread {
     }
   }
 
-  // A failure while other evaluations shared the device may be theirs (device memory taken, a
-  // hang slowing every context), and so may the reference running out of device memory (their
-  // cases and workers held it: KernelBench's largest problems at their sizes).
-  bool needs_retry_alone(const Result& result) const {
-    if (!shared_device_) return false;
-    const bool reference_memory = result.verdict == Verdict::HarnessError && result.harness_fault &&
-                                  result.harness_fault->kind == FaultKind::OutOfMemory;
-    return result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout ||
-           reference_memory;
-  }
-
   // The evaluation; nullopt when the problem is broken (recorded once, nothing stored: a rerun
   // retries it).
   std::optional<Result> evaluate_guarded(size_t i, EvalRequest& eval) {
@@ -268,43 +251,12 @@ class DeviceThread {
 
   // A retry waiting for the device alone goes before any new task: this thread lets its kept
   // reference work go (its cases are on the device) and waits until no evaluation on the device
-  // runs; the last to stop runs the retries, then every thread goes on. So a failure costs one
-  // drain of the device, however long the run.
+  // runs; the last to stop runs the retries, then every thread goes on (schedule/retry_alone.hpp).
   void run_waiting_retries() {
-    std::unique_lock lock(run_.lock);
-    if (!retries_pending()) return;
-    lock.unlock();
-    let_kept_work_go();
-    lock.lock();
-    while (retries_pending()) {
-      if (deferred_here() && !run_.retrying.count(device_) && run_.busy[device_] == 0) {
-        std::vector<DeferredRetry> mine;
-        std::erase_if(run_.deferred, [&](const DeferredRetry& d) {
-          if (d.device != device_) return false;
-          mine.push_back(d);
-          return true;
-        });
-        run_.retrying.insert(device_);
-        lock.unlock();
-        for (const auto& d : mine) evaluate_alone(d);
-        let_kept_work_go();
-        lock.lock();
-        run_.retrying.erase(device_);
-        run_.changed.notify_all();
-      } else {
-        run_.changed.wait(lock);
-      }
-    }
+    run_.alone.run_waiting(
+        device_, [&] { let_kept_work_go(); },
+        [&](const DeferredRetry& deferred) { evaluate_alone(deferred); });
   }
-
-  // Under run_.lock: a retry of this device waits to run.
-  bool deferred_here() const {
-    return std::any_of(run_.deferred.begin(), run_.deferred.end(),
-                       [&](const DeferredRetry& d) { return d.device == device_; });
-  }
-
-  // Under run_.lock: a retry of this device waits for it, or runs.
-  bool retries_pending() const { return run_.retrying.count(device_) > 0 || deferred_here(); }
 
   // A task whose first attempt failed with the device shared, evaluated again once the
   // evaluations in progress on the device have finished: the device and all of its memory to
@@ -312,15 +264,10 @@ class DeviceThread {
   // retried attention problem ran out of memory again with 7 GB of the H200 free, session 11.)
   void evaluate_alone(const DeferredRetry& deferred) {
     EvalRequest eval = request_for(deferred.index);
-    eval.placement.gate = nullptr;
-    eval.placement.evaluations_per_device = 1;
+    place_alone(eval);
     auto result = evaluate_guarded(deferred.index, eval);
     if (!result) return;
-    result->add_flag("evaluated_alone", Severity::Info,
-                     fmt::format("with the device shared the first attempt ended {}; this verdict "
-                                 "is from a second attempt once the evaluations beside it had "
-                                 "finished, with the device and its memory to itself",
-                                 deferred.first_attempt));
+    mark_evaluated_alone(*result, deferred.first_attempt);
     record(deferred.index, std::move(*result), deferred.built_in);
   }
 
@@ -340,11 +287,10 @@ class DeviceThread {
     eval.placement.prestarted = std::move(ahead);
     auto result = evaluate_guarded(i, eval);
     if (!result) return true;
-    if (needs_retry_alone(*result)) {
+    if (needs_retry_alone(*result, evaluations_on_device_)) {
+      const std::string first = first_attempt(*result);
+      run_.alone.defer(device_, {i, first, built_in});
       std::lock_guard guard(run_.lock);
-      const std::string first =
-          fmt::format("{}: {}", to_string(result->verdict), judge::first_line(result->reason));
-      run_.deferred.push_back({i, device_, first, built_in});
       run_.log(fmt::format("{} {} on {}: {}; evaluated again alone once the others are done",
                            t.candidate.run, t.candidate.path.filename().string(), device_, first));
       return true;
@@ -419,7 +365,6 @@ class DeviceThread {
   const std::string device_;
   DeviceGate* gate_;
   const int evaluations_on_device_;
-  const bool shared_device_;
   ReferenceSlot reference_;  // this thread's kept reference work, one problem at a time
   int sessions_counted_ = 0;
   fs::path current_;  // the problem of the last task taken

@@ -1,10 +1,10 @@
 #include "serve/eval_pool.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
-#include <regex>
 
 #include "core/clock.hpp"
 #include "eval/candidate_worker.hpp"
@@ -26,42 +26,7 @@ namespace {
 // steady stream of one problem's samples cannot starve another problem's.
 constexpr int kMaxStreak = 64;
 
-// "level1/3_ReLU" says the row's level and problem id, as kbv run's layout does (kbv report
-// groups by them); other names say neither.
-store::RowInfo row_info(const std::string& key, const JobSpec& spec) {
-  store::RowInfo row{key, spec.run, spec.problem_name, std::nullopt, std::nullopt, std::nullopt};
-  static const std::regex layout(R"(level(\d+)/(\d+)_.*)");
-  std::smatch m;
-  if (std::regex_match(spec.problem_name, m, layout)) {
-    row.level = std::stoi(m[1]);
-    row.problem_id = std::stoi(m[2]);
-  }
-  return row;
-}
-
 }  // namespace
-
-eval::EvalRequest job_request(const eval::EvalRequest& server, const Job& job,
-                              const std::string& device) {
-  eval::EvalRequest request = server;
-  request.problem = job.problem_file;
-  request.candidate = job.candidate_file;
-  request.settings = job.spec.settings;
-  request.settings.device = device;
-  request.settings.sandbox = server.settings.sandbox;  // the operator's, never a request's
-  request.limits = job.spec.limits;
-  request.placement.progress = nullptr;
-  return request;
-}
-
-std::string job_store_key(const eval::EvalRequest& server, const JobSpec& spec,
-                          const std::string& problem_sha256, const std::string& candidate_sha256,
-                          const std::string& device) {
-  eval::EvalSettings settings = spec.settings;
-  settings.device = device;
-  settings.sandbox = server.settings.sandbox;
-  return store::run_key(problem_sha256, candidate_sha256, settings.key());
-}
 
 EvalPool::EvalPool(JobQueue& queue, store::Store& db, PoolSettings settings)
     : queue_(queue), db_(db), settings_(std::move(settings)) {
@@ -70,6 +35,9 @@ EvalPool::EvalPool(JobQueue& queue, store::Store& db, PoolSettings settings)
     if (!gate) gate = std::make_unique<eval::DeviceGate>();
     for (int k = 0; k < std::max(1, settings_.workers_per_device); ++k) {
       slots_.push_back({device, "", ""});
+      // A device named twice ("cpu,cpu") is one device with its threads side by side, as for
+      // kbv run: they share its gate, its memory plan and the rule of the retry alone.
+      ++threads_on_[device];
     }
   }
 }
@@ -104,9 +72,37 @@ json EvalPool::threads_json() const {
   return out;
 }
 
+json EvalPool::health() const {
+  const json threads = threads_json();
+  json devices = json::array();  // in the order --devices names them, each once
+  for (const auto& t : threads) {
+    const auto device = t["device"].get<std::string>();
+    auto d = std::find_if(devices.begin(), devices.end(),
+                          [&](const json& entry) { return entry["device"] == device; });
+    if (d == devices.end()) {
+      devices.push_back({{"device", device}, {"workers", 0}, {"busy", 0}});
+      d = devices.end() - 1;
+    }
+    (*d)["workers"] = (*d)["workers"].get<int>() + 1;
+    (*d)["busy"] = (*d)["busy"].get<int>() + (t["job"].is_null() ? 0 : 1);
+  }
+  return {{"devices", devices}, {"workers", slots_.size()}, {"threads", threads}};
+}
+
+std::string EvalPool::describe() const {
+  return fmt::format("{} evaluation thread{} on {}", slots_.size(), slots_.size() == 1 ? "" : "s",
+                     fmt::join(settings_.devices, ","));
+}
+
 double EvalPool::recent_seconds_per_evaluation() const {
   std::lock_guard guard(state_);
   return seconds_per_evaluation_;
+}
+
+void EvalPool::show(size_t index, const std::string& job, const std::string& problem) {
+  std::lock_guard guard(state_);
+  slots_[index].job = job;
+  slots_[index].problem = problem;
 }
 
 void EvalPool::run_thread(size_t index) {
@@ -120,9 +116,29 @@ void EvalPool::run_thread(size_t index) {
   // that job meanwhile.
   std::shared_ptr<eval::CandidateWorker> ahead;
   std::string ahead_job;
+  // What this thread keeps on the device (its reference session's cases, the worker ahead), let
+  // go before a retry alone so that the retry has the device's memory to itself.
+  auto let_go = [&] {
+    reference.session.reset();
+    reference.ahead.clear();
+    ahead.reset();
+    ahead_job.clear();
+  };
+  auto retry = [&](const Retry& r) { evaluate_alone(index, r, reference, healthy); };
   while (healthy) {
+    // A retry waiting for the device goes before the next job; the thread that deferred it never
+    // leaves before it has run, so the drain stores it too.
+    alone_.run_waiting(device, let_go, retry);
+    if (!healthy) break;
     auto job = queue_.take(streak >= kMaxStreak ? std::string() : current);
     if (!job) break;
+    // Taken while another thread deferred a retry on this device: it waits for that retry.
+    while (!alone_.try_enter(device)) alone_.run_waiting(device, let_go, retry);
+    if (!healthy) {
+      alone_.leave(device);
+      queue_.requeue({job->id});  // for another thread, or the next start
+      break;
+    }
     streak = job->problem_sha256 == current ? streak + 1 : 1;
     current = job->problem_sha256;
     std::shared_ptr<eval::CandidateWorker> prestarted;
@@ -138,26 +154,41 @@ void EvalPool::run_thread(size_t index) {
         // Started again, and its failure reported, in its own evaluation.
       }
     }
-    {
-      std::lock_guard guard(state_);
-      slots_[index].job = job->id;
-      slots_[index].problem = job->problem_sha256;
-    }
+    show(index, job->id, job->problem_sha256);
     evaluate_job(index, *job, reference, std::move(prestarted), healthy);
-    std::lock_guard guard(state_);
-    slots_[index].job.clear();
+    show(index, "", "");
+    alone_.leave(device);
   }
   if (!healthy)
     log(fmt::format("{} failed its health check: this thread takes no more work", device));
 }
 
+std::optional<Result> EvalPool::evaluate(const Job& job, const eval::EvalRequest& request,
+                                         const std::string& key) {
+  try {
+    return eval::evaluate(request);
+  } catch (const eval::UsageError& error) {
+    // The problem cannot be evaluated (the reference cannot load or run it): the request's
+    // fault, not the candidate's; nothing is stored, the job says why.
+    log(fmt::format("job {}: problem {} cannot be evaluated: {}", job.id, job.spec.problem_name,
+                    error.what()));
+    queue_.finish(job.id, JobStatus::Failed, key, error.what());
+    return std::nullopt;
+  } catch (const std::exception& error) {
+    // A fault outside the evaluator (the gate, the ledger): stored as kbv run stores it.
+    return eval::harness_error_result(
+        request, judge::classify_exception(error, "evaluating the job"), job.spec.problem_name);
+  }
+}
+
 void EvalPool::evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& reference,
                             std::shared_ptr<eval::CandidateWorker> prestarted, bool& healthy) {
   const std::string& device = slots_[index].device;
+  const int sharing = threads_on_.at(device);
   eval::EvalRequest request = job_request(settings_.server, job, device);
   request.placement.reference = &reference;
   request.placement.gate = gates_.at(device).get();
-  request.placement.evaluations_per_device = std::max(1, settings_.workers_per_device);
+  request.placement.evaluations_per_device = sharing;
   request.placement.prestarted = std::move(prestarted);
   const std::string key =
       job_store_key(settings_.server, job.spec, job.problem_sha256, job.candidate_sha256, device);
@@ -169,24 +200,42 @@ void EvalPool::evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& r
   }
   if (settings_.builds) settings_.builds->before_evaluation(job.candidate_sha256);
   const auto started = Clock::now();
-  Result result;
-  try {
-    result = eval::evaluate(request);
-  } catch (const eval::UsageError& error) {
-    // The problem cannot be evaluated (the reference cannot load or run it): the request's
-    // fault, not the candidate's; nothing is stored, the job says why.
-    log(fmt::format("job {}: problem {} cannot be evaluated: {}", job.id, job.spec.problem_name,
-                    error.what()));
-    queue_.finish(job.id, JobStatus::Failed, key, error.what());
+  auto result = evaluate(job, request, key);
+  if (!result) return;
+  if (schedule::needs_retry_alone(*result, sharing)) {
+    // Not stored: the job stays running (a restart queues it again) until its retry alone.
+    const std::string first = schedule::first_attempt(*result);
+    alone_.defer(device, {job, first});
+    log(fmt::format("job {} ({}) on {}: {}; evaluated again alone once the others are done", job.id,
+                    job.spec.problem_name, device, first));
     return;
-  } catch (const std::exception& error) {
-    // A fault outside the evaluator (the gate, the ledger): stored as kbv run stores it.
-    result = eval::harness_error_result(
-        request, judge::classify_exception(error, "evaluating the job"), job.spec.problem_name);
   }
-  const double seconds = seconds_since(started);
+  store(index, job, key, *result, seconds_since(started), healthy);
+}
+
+void EvalPool::evaluate_alone(size_t index, const Retry& retry, eval::ReferenceSlot& reference,
+                              bool& healthy) {
+  const Job& job = retry.job;
+  const std::string& device = slots_[index].device;
+  show(index, job.id, job.problem_sha256);
+  eval::EvalRequest request = job_request(settings_.server, job, device);
+  request.placement.reference = &reference;
+  schedule::place_alone(request);
+  const std::string key =
+      job_store_key(settings_.server, job.spec, job.problem_sha256, job.candidate_sha256, device);
+  const auto started = Clock::now();
+  if (auto result = evaluate(job, request, key)) {
+    schedule::mark_evaluated_alone(*result, retry.first_attempt);
+    store(index, job, key, *result, seconds_since(started), healthy);
+  }
+  show(index, "", "");
+}
+
+void EvalPool::store(size_t index, const Job& job, const std::string& key, const Result& result,
+                     double seconds, bool& healthy) {
+  const std::string& device = slots_[index].device;
   try {
-    db_.put(row_info(key, job.spec), result.to_json());
+    db_.put(job_row_info(key, job.spec), result.to_json());
   } catch (const std::exception& error) {
     queue_.finish(job.id, JobStatus::Failed, key,
                   fmt::format("the result could not be stored: {}", error.what()));
@@ -197,8 +246,9 @@ void EvalPool::evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& r
     std::lock_guard guard(state_);
     seconds_per_evaluation_ = 0.8 * seconds_per_evaluation_ + 0.2 * seconds;
   }
-  log(fmt::format("job {} ({}) on {}: {} in {:.1f} s", job.id, job.spec.problem_name, device,
-                  to_string(result.verdict), seconds));
+  log(fmt::format("job {} ({}) on {}: {} in {:.1f} s{}", job.id, job.spec.problem_name, device,
+                  to_string(result.verdict), seconds,
+                  result.has_flag("evaluated_alone") ? " (alone)" : ""));
   // A crash or hang may have wedged the GPU: a wedged device must not fail every later job.
   if (device.starts_with("cuda") &&
       (result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout ||

@@ -1,14 +1,13 @@
-// The service's evaluation threads: per device, as many as --workers-per-device, each pulling
-// jobs from the durable queue, evaluating them with the engine (eval::evaluate, sandboxed
-// workers, the device's gate: one timing at a time per device) and storing each result in the
-// results database as it finishes, under kbv run's key. Each thread keeps a ReferenceSlot and
-// takes its current problem's jobs first, so RL's many samples of one problem reuse one warm
-// reference session (its worker, its drawn cases and golden outputs).
+// The service's local evaluators ("local" in serve/evaluators.hpp): per device, as many threads
+// as --workers-per-device, each pulling jobs from the durable queue, evaluating them with the
+// engine (eval::evaluate, sandboxed workers, the device's gate: one timing at a time per device)
+// and storing each result in the results database as it finishes, under kbv run's key. Each
+// thread keeps a ReferenceSlot and takes its current problem's jobs first, so RL's many samples
+// of one problem reuse one warm reference session (its worker, its drawn cases and golden
+// outputs). A failure on a shared device is evaluated again alone before it is stored, by kbv
+// run's rule and mechanism (schedule/retry_alone.hpp).
 #pragma once
 
-#include <atomic>
-#include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -16,50 +15,38 @@
 #include <thread>
 #include <vector>
 
+#include "core/result.hpp"
 #include "eval/device_gate.hpp"
 #include "eval/eval_request.hpp"
-#include "serve/build_ahead.hpp"
-#include "serve/job_queue.hpp"
-#include "store/store.hpp"
+#include "schedule/retry_alone.hpp"
+#include "serve/evaluators.hpp"
+
+namespace kbv::eval {
+struct ReferenceSlot;
+}
 
 namespace kbv::serve {
 
-struct PoolSettings {
-  // The server's placement (build cache, work folder) and sandbox setting; a job brings its own
-  // settings (device aside) and limits.
-  eval::EvalRequest server;
-  std::vector<std::string> devices;  // as --devices names them ("cpu,cpu" is two)
-  int workers_per_device = 1;
-  std::function<void(const std::string&)> log;
-  BuildAhead* builds = nullptr;  // when set, an evaluation waits for its candidate's build
-};
-
-// The EvalRequest of a job on `device`: the job's settings and limits, the server's placement.
-eval::EvalRequest job_request(const eval::EvalRequest& server, const Job& job,
-                              const std::string& device);
-
-// The store key of a job's result on `device` (kbv run's: problem, candidate, settings.key()).
-std::string job_store_key(const eval::EvalRequest& server, const JobSpec& spec,
-                          const std::string& problem_sha256, const std::string& candidate_sha256,
-                          const std::string& device);
-
-class EvalPool {
+class EvalPool final : public Evaluators {
  public:
   EvalPool(JobQueue& queue, store::Store& db, PoolSettings settings);
-  ~EvalPool();
+  ~EvalPool() override;
   EvalPool(const EvalPool&) = delete;
   EvalPool& operator=(const EvalPool&) = delete;
 
-  void start();
+  void start() override;
   // Waits for every thread; they end once the queue is closed and their evaluation in flight
-  // has finished and been stored (SIGTERM's drain), or when their device fails a health check.
-  void join();
+  // (and any retry alone waiting on their device) has finished and been stored, or when their
+  // device fails a health check.
+  void join() override;
+
+  nlohmann::json health() const override;
+  size_t capacity() const override { return slots_.size(); }
+  double recent_seconds_per_evaluation() const override;
+  std::string describe() const override;
 
   // Per thread: its device, and the job it evaluates (null when idle).
   nlohmann::json threads_json() const;
-  size_t thread_count() const { return slots_.size(); }
-  // Seconds per evaluation lately (for Retry-After); a guess before the first one.
-  double recent_seconds_per_evaluation() const;
 
  private:
   struct Slot {
@@ -67,17 +54,33 @@ class EvalPool {
     std::string job;  // under state_
     std::string problem;
   };
+  // A job whose first attempt failed on a shared device: evaluated again alone.
+  struct Retry {
+    Job job;
+    std::string first_attempt;
+  };
   void run_thread(size_t index);
+  // The first attempt: stored, or deferred for a retry alone.
   void evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& reference,
                     std::shared_ptr<eval::CandidateWorker> prestarted, bool& healthy);
+  void evaluate_alone(size_t index, const Retry& retry, eval::ReferenceSlot& reference,
+                      bool& healthy);
+  // The evaluation of `request`; nullopt when the job failed (its problem cannot be evaluated).
+  std::optional<Result> evaluate(const Job& job, const eval::EvalRequest& request,
+                                 const std::string& key);
+  void store(size_t index, const Job& job, const std::string& key, const Result& result,
+             double seconds, bool& healthy);
+  void show(size_t index, const std::string& job, const std::string& problem);
   void log(const std::string& line) const;
 
   JobQueue& queue_;
   store::Store& db_;
   PoolSettings settings_;
   std::map<std::string, std::unique_ptr<eval::DeviceGate>> gates_;
+  std::map<std::string, int> threads_on_;  // evaluations at once per device
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
+  schedule::AloneRetries<Retry> alone_;
   mutable std::mutex state_;
   double seconds_per_evaluation_ = 10.0;
 };

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 
 #include "core/hash.hpp"
 #include "eval/workspace.hpp"
@@ -182,25 +184,36 @@ std::vector<std::string> JobQueue::submit(const std::vector<NewJob>& jobs) {
   return ids;
 }
 
-std::optional<Job> JobQueue::read_job(const std::string& where, const std::string& arg) const {
+std::vector<Job> JobQueue::read_jobs(const std::string& where, const std::string& arg,
+                                     const std::string& arg2) const {
   Statement select(db_, ("SELECT id, status, options, problem_sha256, candidate_sha256, "
                          "problem_file, candidate_file, store_key, error, from_store FROM jobs " +
                          where)
                             .c_str());
   if (!arg.empty()) select.bind(1, arg);
-  if (!select.step()) return std::nullopt;
-  Job job;
-  job.id = select.text(0);
-  job.status = parse_status(select.text(1));
-  job.spec = JobSpec::from_options(json::parse(select.text(2)), policy_);
-  job.problem_sha256 = select.text(3);
-  job.candidate_sha256 = select.text(4);
-  job.problem_file = folder_ / select.text(5);
-  job.candidate_file = folder_ / select.text(6);
-  job.store_key = select.text(7);
-  job.error = select.text(8);
-  job.from_store = select.integer_or_null(9) == 1;
-  return job;
+  if (!arg2.empty()) select.bind(2, arg2);
+  std::vector<Job> jobs;
+  while (select.step()) {
+    Job job;
+    job.id = select.text(0);
+    job.status = parse_status(select.text(1));
+    job.spec = JobSpec::from_options(json::parse(select.text(2)), policy_);
+    job.problem_sha256 = select.text(3);
+    job.candidate_sha256 = select.text(4);
+    job.problem_file = folder_ / select.text(5);
+    job.candidate_file = folder_ / select.text(6);
+    job.store_key = select.text(7);
+    job.error = select.text(8);
+    job.from_store = select.integer_or_null(9) == 1;
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+std::optional<Job> JobQueue::read_job(const std::string& where, const std::string& arg) const {
+  auto jobs = read_jobs(where, arg);
+  if (jobs.empty()) return std::nullopt;
+  return std::move(jobs.front());
 }
 
 std::optional<Job> JobQueue::next_job(const std::string& prefer_problem_sha256) const {
@@ -217,31 +230,91 @@ std::optional<Job> JobQueue::peek(const std::string& prefer_problem_sha256) cons
   return next_job(prefer_problem_sha256);
 }
 
-std::optional<Job> JobQueue::take(const std::string& prefer_problem_sha256) {
-  std::unique_lock lock(mutex_);
-  std::optional<Job> job;
+std::optional<Job> JobQueue::wait_for_next(std::unique_lock<std::mutex>& lock,
+                                           const std::string& prefer_problem_sha256) {
   while (true) {
     changed_.wait(lock, [&] { return closed_ || queued_ > 0; });
     if (closed_) return std::nullopt;
     // The preferred problem's oldest job first, then the oldest of all; a job whose twin (same
     // store key: RL resamples identical completions) is being evaluated waits for it, and is then
     // answered from the store instead of being evaluated twice at once.
-    job = next_job(prefer_problem_sha256);
-    if (job) break;
+    if (auto job = next_job(prefer_problem_sha256)) return job;
     if (running_ == 0) {
       queued_ = 0;  // out of step with the table (cannot happen): resynchronised
       continue;
     }
     changed_.wait(lock);  // every queued job waits for its twin: until a job finishes
   }
-  Statement update(db_, "UPDATE jobs SET status = 'running' WHERE id = ?");
-  update.bind(1, job->id);
-  update.step();
-  job->status = JobStatus::Running;
-  --queued_;
-  ++running_;
+}
+
+void JobQueue::mark_running(std::vector<Job>& jobs) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    Statement update(db_, "UPDATE jobs SET status = 'running' WHERE id = ?");
+    for (auto& job : jobs) {
+      update.bind(1, job.id);
+      update.step();
+      update.reset();
+      job.status = JobStatus::Running;
+    }
+    exec("COMMIT");
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+  queued_ -= std::min(queued_, jobs.size());
+  running_ += jobs.size();
   changed_.notify_all();
-  return job;
+}
+
+std::optional<Job> JobQueue::take(const std::string& prefer_problem_sha256) {
+  std::unique_lock lock(mutex_);
+  auto job = wait_for_next(lock, prefer_problem_sha256);
+  if (!job) return std::nullopt;
+  std::vector<Job> taken{std::move(*job)};
+  mark_running(taken);
+  return std::move(taken.front());
+}
+
+std::vector<Job> JobQueue::take_batch(
+    size_t max, const std::function<size_t()>& takers,
+    const std::function<bool(const Job& first, const Job& other)>& together) {
+  std::unique_lock lock(mutex_);
+  auto first = wait_for_next(lock, "");
+  if (!first) return {};
+  const size_t among = std::max<size_t>(1, takers());
+  const size_t share = (queued_ + among - 1) / among;
+  max = std::clamp<size_t>(share, 1, std::max<size_t>(1, max));
+  std::vector<Job> batch{std::move(*first)};
+  std::set<std::string> keys{batch.front().store_key};
+  if (max > 1) {
+    for (auto& other : read_jobs(
+             "WHERE status = 'queued' AND problem_sha256 = ?1 AND id != ?2 AND store_key NOT IN "
+             "(SELECT store_key FROM jobs WHERE status = 'running') ORDER BY seq",
+             batch.front().problem_sha256, batch.front().id)) {
+      if (batch.size() >= max) break;
+      if (keys.count(other.store_key) || !together(batch.front(), other)) continue;
+      keys.insert(other.store_key);
+      batch.push_back(std::move(other));
+    }
+  }
+  mark_running(batch);
+  return batch;
+}
+
+void JobQueue::requeue(const std::vector<std::string>& ids) {
+  std::unique_lock lock(mutex_);
+  Statement update(db_, "UPDATE jobs SET status = 'queued' WHERE id = ? AND status = 'running'");
+  for (const auto& id : ids) {
+    update.bind(1, id);
+    update.step();
+    if (sqlite3_changes(db_) > 0) {
+      ++queued_;
+      if (running_ > 0) --running_;
+    }
+    update.reset();
+  }
+  changed_.notify_all();
 }
 
 void JobQueue::finish(const std::string& id, JobStatus status, const std::string& store_key,

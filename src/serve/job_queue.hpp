@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -78,6 +79,21 @@ class JobQueue {
   // Waits while nothing can be taken; nullopt once the queue is closed.
   std::optional<Job> take(const std::string& prefer_problem_sha256);
 
+  // The oldest queued job and, with it, more queued jobs of its problem that `together(first,
+  // other)` accepts (the same settings: one node's reference session serves them all), oldest
+  // first, all marked running: at most `max`, and at most the queued jobs' share among the
+  // `takers()` there are (rounded up; both counted once there is work, so a batch submitted at
+  // once is shared whole among those free then). Never two jobs of one store key, nor one whose
+  // key a running job has. Waits as take() does; empty once the queue is closed. `takers` is
+  // called with the queue locked: it must not call the queue.
+  std::vector<Job> take_batch(
+      size_t max, const std::function<size_t()>& takers,
+      const std::function<bool(const Job& first, const Job& other)>& together);
+
+  // Taken jobs back to the queue, as a restart would put them (their evaluation was lost: the
+  // process that ran it died). A job no longer running is left as it is.
+  void requeue(const std::vector<std::string>& ids);
+
   // A taken job's end: done (its result is under `store_key`, the key its device's settings
   // give) or failed with `error`.
   void finish(const std::string& id, JobStatus status, const std::string& store_key,
@@ -104,7 +120,15 @@ class JobQueue {
  private:
   void exec(const char* sql) const;
   std::optional<Job> read_job(const std::string& where, const std::string& arg) const;
+  std::vector<Job> read_jobs(const std::string& where, const std::string& arg,
+                             const std::string& arg2 = "") const;
   std::optional<Job> next_job(const std::string& prefer_problem_sha256) const;
+  // Under mutex_: waits until a job can be taken (the preferred problem's oldest, else the
+  // oldest); nullopt once the queue is closed.
+  std::optional<Job> wait_for_next(std::unique_lock<std::mutex>& lock,
+                                   const std::string& prefer_problem_sha256);
+  // Under mutex_: marks `jobs` running (one transaction).
+  void mark_running(std::vector<Job>& jobs);
   std::filesystem::path write_source(const std::string& kind, const std::string& sha,
                                      const std::string& name, const std::string& text);
 

@@ -1,7 +1,6 @@
 #include "serve/server.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,7 +12,7 @@
 #include "eval/workspace.hpp"
 #include "serve/auth.hpp"
 #include "serve/build_ahead.hpp"
-#include "serve/eval_pool.hpp"
+#include "serve/evaluators.hpp"
 #include "serve/http_routes.hpp"
 #include "serve/job_queue.hpp"
 #include "store/store.hpp"
@@ -60,6 +59,7 @@ int serve(const ServeOptions& options) {
   JobQueue queue(folder, policy, options.max_queue);
   const size_t resumed = queue.queued();
 
+  const EvaluatorsKind& kind = evaluators_kind(options.evaluators);
   std::vector<std::string> devices = options.devices;
   if (devices.empty()) devices.push_back(options.server.settings.device);
   // The build workers' folders, reclaimed by the next kbv when this one is killed.
@@ -69,14 +69,14 @@ int serve(const ServeOptions& options) {
   fs::create_directories(scratch);
   eval::FolderOwner scratch_owner(scratch, /*keep=*/false);
   std::unique_ptr<BuildAhead> builds;
-  if (options.build_jobs > 0) {
+  if (kind.builds_here && options.build_jobs > 0) {
     builds =
         std::make_unique<BuildAhead>(options.server, devices.front(), options.build_jobs, scratch);
   }
-  PoolSettings pool_settings{options.server, devices, options.workers_per_device, log,
-                             builds.get()};
-  EvalPool pool(queue, db, pool_settings);
-  Service service(policy, queue, db, pool, options.server, devices.front(), options.service,
+  PoolSettings pool_settings{options.server, devices,    options.workers_per_device, log,
+                             builds.get(),   options.ray};
+  const auto pool = kind.make(queue, db, pool_settings);
+  Service service(policy, queue, db, *pool, options.server, devices.front(), options.service,
                   builds.get());
 
   service.resume_builds();
@@ -103,14 +103,12 @@ int serve(const ServeOptions& options) {
         fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)",
                     options.host, options.port));
   }
-  pool.start();
+  pool->start();
   std::thread listener([&] { http.listen_after_bind(); });
   // The one line a supervisor (and the tests) read for the address, on standard output.
-  fmt::print(
-      "kbv serve: listening on http://{}:{} ({} evaluation thread{} on {}; {} queued "
-      "job{} resumed; results in {})\n",
-      options.host, port, pool.thread_count(), pool.thread_count() == 1 ? "" : "s",
-      fmt::join(devices, ","), resumed, resumed == 1 ? "" : "s", options.database.string());
+  fmt::print("kbv serve: listening on http://{}:{} ({}; {} queued job{} resumed; results in {})\n",
+             options.host, port, pool->describe(), resumed, resumed == 1 ? "" : "s",
+             options.database.string());
   std::fflush(stdout);
 
   int signal_number = 0;
@@ -118,7 +116,7 @@ int serve(const ServeOptions& options) {
   say(fmt::format("{}: draining: evaluations in flight finish, new work gets 503",
                   signal_number == SIGTERM ? "SIGTERM" : "SIGINT"));
   service.drain();
-  pool.join();
+  pool->join();
   if (builds) builds->stop();
   const size_t left = queue.queued();
   say(fmt::format("drained: {} queued job{} kept in {} for the next start", left,

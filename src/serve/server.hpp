@@ -19,6 +19,9 @@ struct ServeOptions {
   std::filesystem::path database = "results.sqlite";
   std::vector<std::string> devices;  // empty: the server request's device
   int workers_per_device = 1;
+  // What evaluates the queue: a kind of serve/evaluators.hpp ("local", or "ray" with `ray`).
+  std::string evaluators = "local";
+  RaySettings ray;
   int build_jobs = 1;  // candidates built at once ahead of evaluation (0: none)
   size_t max_queue = 1024;
   size_t max_body_bytes = 16u << 20;

@@ -22,7 +22,7 @@ Answer error_answer(int status, const std::string& message, int retry_after_s = 
 
 }  // namespace
 
-Service::Service(RequestPolicy policy, JobQueue& queue, store::Store& db, EvalPool& pool,
+Service::Service(RequestPolicy policy, JobQueue& queue, store::Store& db, Evaluators& pool,
                  eval::EvalRequest server, std::string key_device, ServiceLimits limits,
                  BuildAhead* builds)
     : policy_(std::move(policy)),
@@ -65,31 +65,30 @@ std::vector<NewJob> Service::new_jobs(std::vector<JobSpec> specs) const {
 int Service::retry_after_s() const {
   // The time the queue ahead takes to shrink by one job per thread, within [1, 60] s.
   const double per = pool_.recent_seconds_per_evaluation();
-  const double threads = static_cast<double>(std::max<size_t>(1, pool_.thread_count()));
+  const double threads = static_cast<double>(std::max<size_t>(1, pool_.capacity()));
   const double wait = per * static_cast<double>(std::max<size_t>(1, queue_.queued())) / threads;
   return static_cast<int>(std::clamp(std::ceil(wait), 1.0, 60.0));
 }
 
-Answer Service::refused_busy(const std::exception& error) const {
-  if (dynamic_cast<const Draining*>(&error)) return error_answer(503, error.what(), 10);
-  return error_answer(429, error.what(), retry_after_s());
-}
-
-Answer Service::submit(const std::string& body, bool wait) {
-  std::vector<std::string> ids;
+template <typename Parse>
+std::variant<std::vector<std::string>, Answer> Service::accept(Parse&& parse) {
   try {
-    std::vector<JobSpec> specs;
-    specs.push_back(parse_job_text(body, policy_));
-    ids = queue_.submit(new_jobs(std::move(specs)));
+    auto ids = queue_.submit(new_jobs(parse()));
     build_ahead(ids);
+    return ids;
   } catch (const BadRequest& error) {
     return error_answer(400, error.what());
   } catch (const Draining& error) {
-    return refused_busy(error);
+    return error_answer(503, error.what(), 10);
   } catch (const QueueFull& error) {
-    return refused_busy(error);
+    return error_answer(429, error.what(), retry_after_s());
   }
-  const std::string& id = ids.front();
+}
+
+Answer Service::submit(const std::string& body, bool wait) {
+  auto accepted = accept([&] { return std::vector<JobSpec>{parse_job_text(body, policy_)}; });
+  if (auto* refused = std::get_if<Answer>(&accepted)) return std::move(*refused);
+  const std::string id = std::get<std::vector<std::string>>(accepted).front();
   auto job = queue_.get(id);
   if (job && job->status == JobStatus::Done) return {200, job_json(*job)};
   if (!wait) return {202, {{"id", id}, {"status", "queued"}}};
@@ -113,17 +112,9 @@ Answer Service::submit(const std::string& body, bool wait) {
 }
 
 Answer Service::submit_batch(const std::string& body) {
-  try {
-    auto ids = queue_.submit(new_jobs(parse_batch_text(body, policy_, limits_.max_batch)));
-    build_ahead(ids);
-    return {202, {{"ids", ids}}};
-  } catch (const BadRequest& error) {
-    return error_answer(400, error.what());
-  } catch (const Draining& error) {
-    return refused_busy(error);
-  } catch (const QueueFull& error) {
-    return refused_busy(error);
-  }
+  auto accepted = accept([&] { return parse_batch_text(body, policy_, limits_.max_batch); });
+  if (auto* refused = std::get_if<Answer>(&accepted)) return std::move(*refused);
+  return {202, {{"ids", std::get<std::vector<std::string>>(accepted)}}};
 }
 
 json Service::job_json(const Job& job) const {
@@ -154,29 +145,14 @@ Answer Service::status(const std::string& id) const {
 }
 
 Answer Service::health() const {
-  json devices = json::object();
-  for (const auto& t : pool_.threads_json()) {
-    auto& d = devices[t["device"].get<std::string>()];
-    if (d.is_null()) d = {{"workers", 0}, {"busy", 0}};
-    d["workers"] = d["workers"].get<int>() + 1;
-    d["busy"] = d["busy"].get<int>() + (t["job"].is_null() ? 0 : 1);
-  }
-  json device_list = json::array();
-  for (const auto& [name, d] : devices.items()) {
-    device_list.push_back({{"device", name}, {"workers", d["workers"]}, {"busy", d["busy"]}});
-  }
   const bool draining = queue_.closed();
-  return {draining ? 503 : 200,
-          {{"status", draining ? "draining" : "ok"},
-           {"version", std::string(kVersion)},
-           {"devices", device_list},
-           {"workers", pool_.thread_count()},
-           {"threads", pool_.threads_json()},
-           {"queue",
-            {{"queued", queue_.queued()},
-             {"running", queue_.running()},
-             {"max", queue_.max_queued()}}}},
-          draining ? 10 : 0};
+  json body = {
+      {"status", draining ? "draining" : "ok"},
+      {"version", std::string(kVersion)},
+      {"queue",
+       {{"queued", queue_.queued()}, {"running", queue_.running()}, {"max", queue_.max_queued()}}}};
+  body.update(pool_.health());
+  return {draining ? 503 : 200, body, draining ? 10 : 0};
 }
 
 void Service::drain() { queue_.close(); }

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "eval/eval_request.hpp"
-#include "serve/eval_pool.hpp"
+#include "serve/evaluators.hpp"
 #include "serve/job_queue.hpp"
 #include "serve/job_spec.hpp"
 #include "store/store.hpp"
@@ -30,7 +32,7 @@ struct ServiceLimits {
 
 class Service {
  public:
-  Service(RequestPolicy policy, JobQueue& queue, store::Store& db, EvalPool& pool,
+  Service(RequestPolicy policy, JobQueue& queue, store::Store& db, Evaluators& pool,
           eval::EvalRequest server, std::string key_device, ServiceLimits limits,
           BuildAhead* builds = nullptr);
 
@@ -42,7 +44,8 @@ class Service {
   Answer submit_batch(const std::string& body);
   // GET /v1/evaluations/{id}: {id, status, from_store, result, reward, error}; 404 unknown.
   Answer status(const std::string& id) const;
-  // GET /v1/health: status (ok, draining), devices and their threads, queue, workers, version.
+  // GET /v1/health: status (ok, draining), version, queue, and where evaluations run (the
+  // evaluators': local devices and their threads, or the Ray cluster's nodes).
   Answer health() const;
 
   // At start: the queued jobs a stopped server left go to the builds ahead.
@@ -55,14 +58,18 @@ class Service {
   std::vector<NewJob> new_jobs(std::vector<JobSpec> specs) const;
   // Accepted jobs' candidates go to the builds ahead of evaluation.
   void build_ahead(const std::vector<std::string>& ids);
-  Answer refused_busy(const std::exception& error) const;
+  // The one place a submission is accepted or refused: the specs `parse` gives, queued (and
+  // sent to the builds ahead); their ids, or the refusal (400 malformed, 429 queue full, 503
+  // draining).
+  template <typename Parse>
+  std::variant<std::vector<std::string>, Answer> accept(Parse&& parse);
   nlohmann::json job_json(const Job& job) const;
   int retry_after_s() const;
 
   RequestPolicy policy_;
   JobQueue& queue_;
   store::Store& db_;
-  EvalPool& pool_;
+  Evaluators& pool_;
   eval::EvalRequest server_;
   std::string key_device_;  // the device whose kind keys results looked up at submission
   ServiceLimits limits_;

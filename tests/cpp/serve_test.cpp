@@ -12,6 +12,7 @@
 #include "serve/auth.hpp"
 #include "serve/job_queue.hpp"
 #include "serve/job_spec.hpp"
+#include "serve/ray_pool.hpp"
 #include "serve/reward.hpp"
 
 namespace {
@@ -289,6 +290,100 @@ TEST(ServeQueue, AFullQueueRefusesAllOrNothingAndAClosedOneRefusesEverything) {
   EXPECT_THROW(queue.submit({new_job("", "v = 1\n")}), kbv::serve::Draining);
   EXPECT_FALSE(queue.take(""));   // a closed queue gives no more work
   EXPECT_EQ(queue.queued(), 2u);  // and loses none
+}
+
+TEST(ServeQueue, ABatchIsOneProblemsJobsThatGoTogether) {
+  auto dir = fresh_dir("serve_queue_batch");
+  JobQueue queue(dir, policy(), 10);
+  auto other_settings = new_job("# A\n", "a4 = 1\n");
+  other_settings.spec.settings.hidden_draws = 1;
+  auto ids = queue.submit({new_job("# A\n", "a1 = 1\n"), new_job("# B\n", "b1 = 1\n"),
+                           new_job("# A\n", "a2 = 1\n"), new_job("# A\n", "a1 = 1\n"),
+                           other_settings, new_job("# A\n", "a3 = 1\n")});
+  auto one = [] { return size_t{1}; };
+  auto two = [] { return size_t{2}; };
+  auto same_draws = [](const kbv::serve::Job& first, const kbv::serve::Job& other) {
+    return other.spec.settings.hidden_draws == first.spec.settings.hidden_draws;
+  };
+  auto batch = queue.take_batch(3, one, same_draws);
+  // The oldest job and its problem's others, oldest first: not B's, not the twin of a1 (one
+  // key once), not the one of other settings; at most 3.
+  std::vector<std::string> taken;
+  for (const auto& job : batch) {
+    taken.push_back(job.id);
+    EXPECT_EQ(job.status, JobStatus::Running);
+  }
+  EXPECT_EQ(taken, (std::vector<std::string>{ids[0], ids[2], ids[5]}));
+  EXPECT_EQ(queue.queued(), 3u);
+  EXPECT_EQ(queue.running(), 3u);
+  // A lost evaluation: back in the queue as a restart would put it; a finished job stays done.
+  queue.finish(ids[0], JobStatus::Done, batch[0].store_key);
+  queue.requeue({ids[0], ids[2]});
+  EXPECT_EQ(queue.get(ids[0])->status, JobStatus::Done);
+  EXPECT_EQ(queue.get(ids[2])->status, JobStatus::Queued);
+  EXPECT_EQ(queue.queued(), 4u);
+  EXPECT_EQ(queue.running(), 1u);
+  // The twin of a1 now goes (a1 is done), with A's jobs of its settings.
+  auto next = queue.take_batch(10, one, same_draws);
+  std::vector<std::string> again;
+  for (const auto& job : next) again.push_back(job.id);
+  EXPECT_EQ(again, (std::vector<std::string>{ids[1]}));  // the oldest is B's, alone
+  next = queue.take_batch(10, one, same_draws);
+  again.clear();
+  for (const auto& job : next) again.push_back(job.id);
+  EXPECT_EQ(again, (std::vector<std::string>{ids[2], ids[3]}));
+  // Shared among takers: 3 queued of one problem and settings, 2 takers: 2 now, then 1.
+  queue.submit(
+      {new_job("# C\n", "c1 = 1\n"), new_job("# C\n", "c2 = 1\n"), new_job("# C\n", "c3 = 1\n")});
+  ASSERT_EQ(queue.take_batch(10, one, same_draws).size(), 1u);  // ids[4], the other settings
+  EXPECT_EQ(queue.take_batch(10, two, same_draws).size(), 2u);
+  EXPECT_EQ(queue.take_batch(10, two, same_draws).size(), 1u);
+  queue.close();
+  EXPECT_TRUE(queue.take_batch(10, one, same_draws).empty());
+}
+
+// --- kbv serve --ray: what a node's run is told -----------------------------------------------
+
+TEST(ServeRay, ANodesRunGetsTheJobsSettingsAndLimits) {
+  kbv::eval::EvalSettings settings;
+  kbv::eval::EvalLimits limits;
+  using Args = std::vector<std::string>;
+  EXPECT_EQ(kbv::serve::run_arguments(settings, limits),
+            (Args{"--protocol", "verified", "--size", "small", "--draws", "3", "--profile",
+                  "standard", "--timeout", "120", "--compile-timeout", "900"}));
+  settings.protocol = "standard";
+  settings.timing_samples = 5;
+  settings.timing_rounds = 2;
+  settings.measure = false;
+  settings.allow_library = true;
+  settings.sandbox = false;
+  limits.call_timeout = std::chrono::seconds(7);
+  EXPECT_EQ(kbv::serve::run_arguments(settings, limits),
+            (Args{"--protocol", "standard", "--size", "small", "--draws", "3", "--profile",
+                  "standard", "--samples", "5", "--rounds", "2", "--no-timing", "--allow-library",
+                  "--no-sandbox", "--timeout", "7", "--compile-timeout", "900"}));
+}
+
+TEST(ServeRay, ABatchIsAShardInKbvRunsPlainLayout) {
+  auto dir = fresh_dir("serve_ray_shard");
+  JobQueue queue(dir, policy(), 10);
+  auto named = new_job("", "a = 1\n");
+  named.spec.problem_name = "level1/3_ReLU";
+  auto other = new_job("", "b = 1\n");
+  other.spec.problem_name = "level1/3_ReLU";
+  queue.submit({named, other});
+  auto jobs = queue.take_batch(
+      2, [] { return size_t{1}; }, [](const auto&, const auto&) { return true; });
+  ASSERT_EQ(jobs.size(), 2u);
+  auto shard = kbv::serve::batch_shard(jobs, {"k1", "k2"}, "level1/3_ReLU #1", {"--draws", "2"});
+  EXPECT_EQ(shard["name"], "level1/3_ReLU #1");
+  EXPECT_EQ(shard["problem"]["relative"], "3_ReLU.py");  // its name in results, as locally
+  EXPECT_EQ(shard["problem"]["path"], fs::absolute(jobs[0].problem_file).string());
+  EXPECT_EQ(shard["node_arguments"], json::array({"--draws", "2"}));
+  ASSERT_EQ(shard["tasks"].size(), 2u);
+  EXPECT_EQ(shard["tasks"][1]["key"], "k2");
+  EXPECT_EQ(shard["tasks"][1]["relative"], "001_" + jobs[1].id + "/3_ReLU.py");
+  EXPECT_EQ(shard["tasks"][1]["path"], fs::absolute(jobs[1].candidate_file).string());
 }
 
 // --- reward components -------------------------------------------------------------------------

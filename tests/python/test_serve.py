@@ -1,7 +1,7 @@
 """kbv serve end to end over loopback on the CPU: auth and every error code, 16 concurrent
 clients, a slow-loris client, a hanging candidate, answers from the store, batches, the RL reward
-example, 429 with the client's retries, and SIGTERM's drain followed by a restart that resumes the
-queued work."""
+example, 429 with the client's retries, a failure on a shared device evaluated again alone, and
+SIGTERM's drain followed by a restart that resumes the queued work."""
 
 from __future__ import annotations
 
@@ -43,6 +43,24 @@ def slow_candidate(seconds: float, tag: str) -> str:
         f"# {tag}\nimport time\n\nimport torch\nimport torch.nn as nn\n\n"
         f"time.sleep({seconds})\n\n\n"
         "class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+    )
+
+
+def fails_once(tag: str) -> str:
+    """A ReLU by PyTorch (correct under allow_library) whose first forward call ever raises, as
+    one may when a neighbour holds the device's memory: it leaves a mark in its build cache
+    (TORCH_EXTENSIONS_DIR, per candidate content and kept between evaluations), so a second
+    evaluation of it passes. Unique per tag, and so per cache folder."""
+    return (
+        f"# {tag}\nimport os\n\nimport torch\nimport torch.nn as nn\n\n\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        mark = os.path.join(os.environ['TORCH_EXTENSIONS_DIR'], 'failed-once')\n"
+        "        if not os.path.exists(mark):\n"
+        "            os.makedirs(os.path.dirname(mark), exist_ok=True)\n"
+        "            open(mark, 'w').close()\n"
+        "            raise RuntimeError('CUDA out of memory (a neighbour held it)')\n"
+        "        return torch.relu(x)\n"
     )
 
 
@@ -206,6 +224,37 @@ def test_hostile_and_hanging_candidates_cost_only_their_own_result(server):
     assert server.process.poll() is None  # the parricide did not reach the service
     health = http(server, "GET", "/v1/health")[1]
     assert health["status"] == "ok"
+
+
+def test_a_failure_on_a_shared_device_is_evaluated_again_alone(server):
+    """Two evaluation threads on one device (the module's server: cpu,cpu): a runtime error may
+    be the neighbour's, so it is not stored; the job is evaluated again once the device is free,
+    and its stored result is the second attempt's, flagged evaluated_alone (kbv run's rule)."""
+    candidate = fails_once(f"shared-{time.time_ns()}")
+    job = server.client().evaluate(RELU, candidate, **SLOW)
+    result = job["result"]
+    assert job["status"] == "done" and result["verdict"] == "correct", result["reason"]
+    (alone,) = [f for f in result["flags"] if f["id"] == "evaluated_alone"]
+    assert "the first attempt ended runtime_error: " in alone["detail"], alone
+    assert "a neighbour held it" in alone["detail"]
+    assert "evaluated again alone" in server.log.read_text()
+    # The stored row is the second attempt's: the store answers the same request with it.
+    status, body, _ = http(server, "POST", "/v1/evaluations", {**request(candidate), **SLOW})
+    assert status == 200 and body["from_store"] and body["result"] == result
+
+
+def test_a_failure_with_the_device_alone_stands(tmp_path, cache_dir):
+    """One evaluation thread per device: nothing shared it, so the first failure is the
+    verdict."""
+    s = Server(tmp_path, cache_dir)
+    try:
+        job = s.client().evaluate(RELU, fails_once(f"alone-{time.time_ns()}"), **SLOW)
+        result = job["result"]
+        assert result["verdict"] == "runtime_error", result["reason"]
+        assert "a neighbour held it" in result["reason"]
+        assert "evaluated_alone" not in {f["id"] for f in result["flags"]}
+    finally:
+        assert s.stop() == 0
 
 
 def test_a_slow_loris_does_not_block_others(server):

@@ -1,0 +1,34 @@
+#include "schedule/retry_alone.hpp"
+
+#include <fmt/format.h>
+
+#include "judge/stage_failure.hpp"
+
+namespace kbv::schedule {
+
+bool needs_retry_alone(const Result& result, int evaluations_on_device) {
+  if (evaluations_on_device <= 1) return false;
+  const bool reference_memory = result.verdict == Verdict::HarnessError && result.harness_fault &&
+                                result.harness_fault->kind == FaultKind::OutOfMemory;
+  return result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout ||
+         reference_memory;
+}
+
+std::string first_attempt(const Result& result) {
+  return fmt::format("{}: {}", to_string(result.verdict), judge::first_line(result.reason));
+}
+
+void place_alone(eval::EvalRequest& request) {
+  request.placement.gate = nullptr;
+  request.placement.evaluations_per_device = 1;
+}
+
+void mark_evaluated_alone(Result& result, const std::string& first_attempt) {
+  result.add_flag("evaluated_alone", Severity::Info,
+                  fmt::format("with the device shared the first attempt ended {}; this verdict "
+                              "is from a second attempt once the evaluations beside it had "
+                              "finished, with the device and its memory to itself",
+                              first_attempt));
+}
+
+}  // namespace kbv::schedule
