@@ -30,7 +30,8 @@ RayDriverProcess::RayDriverProcess(const std::string& module,
   // the installed package), ahead of whatever PYTHONPATH already holds.
   std::string pythonpath = orchestrate::locate_pythonpath();
   if (const char* existing = std::getenv("PYTHONPATH"); existing && *existing) {
-    pythonpath += (pythonpath.empty() ? "" : ":") + std::string(existing);
+    if (!pythonpath.empty()) pythonpath += ':';
+    pythonpath += existing;
   }
   std::vector<std::string> words = {python, "-m", module};
   words.insert(words.end(), arguments.begin(), arguments.end());
