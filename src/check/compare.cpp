@@ -179,14 +179,12 @@ Outcome decide_scaled(const OutputBaseline& b, const CandidatePass& pass, const 
     o.reason = normwise_reason(o, p);
   } else if (m.figures.elements_over > 0) {
     o.reason = elementwise_reason(c, judge, m, pass.spec);
-    if (excess) {
-      if (excess->admits(m.figures)) {
-        note = fmt::format("passed with {}: within the reference's own excess", o.reason);
-        o.reason.clear();
-      } else {
-        o.reason += fmt::format(", beyond the reference's own excess");
-      }
-      (o.reason.empty() ? note : o.reason) += excess->describe();
+    if (excess && excess->admits(m.figures)) {
+      note = fmt::format("passed with {}: within the reference's own excess{}", o.reason,
+                         excess->describe());
+      o.reason.clear();
+    } else if (excess) {
+      o.reason += ", beyond the reference's own excess" + excess->describe();
     }
   }
   o.passed = o.reason.empty();
