@@ -258,6 +258,8 @@ def test_a_failure_with_the_device_alone_stands(tmp_path, cache_dir):
 
 
 def test_a_slow_loris_does_not_block_others(server):
+    # Stored first, by this test: xdist may run the module's other tests on another worker.
+    server.client().evaluate(RELU, HONEST, **OPTIONS)
     stop = threading.Event()
 
     def loris():
