@@ -10,7 +10,10 @@ reference shows the op needs it (the `nonnegative` set passed in by the caller).
 The laws are computed in float64 but chunk by chunk, written straight into the destination
 tensor (the case's shared arena): KernelBench's inputs reach 17 GB, and a float64 copy of one,
 let alone the several temporaries a law needs, would not fit beside it. Chunks are a fixed
-number of elements, so a draw is the same for the same seed whatever the device memory."""
+number of elements, so a draw is the same for the same seed whatever the device memory. A law
+works in place in a few chunk-sized float64 buffers made once per tensor: on the host a fresh
+128 MiB temporary is a new mapping faulted in page by page, and the six a chunk took were half
+of a 2 GiB draw's time on the CPU."""
 
 from __future__ import annotations
 
@@ -65,13 +68,22 @@ def _blocks(t: torch.Tensor):
         yield flat[start : start + CHUNK]
 
 
+def _work(t: torch.Tensor, count: int = 1) -> list[torch.Tensor]:
+    """`count` float64 buffers of one block of `t` (CHUNK elements, fewer for a small tensor),
+    reused block after block."""
+    size = max(1, min(CHUNK, t.numel()))
+    return [torch.empty(size, dtype=torch.float64, device=t.device) for _ in range(count)]
+
+
 def rms(t: torch.Tensor) -> float:
     """Root mean square in float64, one block at a time (no float64 copy of the tensor)."""
     if t.numel() == 0:
         return 0.0
     total = 0.0
+    (work,) = _work(t)
     for block in _blocks(t.contiguous()):
-        total += float(block.double().pow(2).sum())
+        square = work[: block.numel()]
+        total += float(square.copy_(block).square_().sum())
     return (total / t.numel()) ** 0.5
 
 
@@ -91,15 +103,17 @@ def _randn(n: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
     return torch.randn(n, generator=gen, dtype=torch.float64, device=device)
 
 
-def _rand(n: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
-    return torch.rand(n, generator=gen, dtype=torch.float64, device=device)
-
-
-def _fill(out: torch.Tensor, law: Callable[[int], torch.Tensor]) -> torch.Tensor:
-    """Writes `law(n)` (float64 values) into `out` block by block."""
+def _fill(out: torch.Tensor, law: Callable[..., torch.Tensor], buffers: int = 1) -> torch.Tensor:
+    """Writes a law's float64 values into `out` block by block: `law(*work)` fills the first of
+    its `buffers` work buffers (each cut to the block's size) and answers it."""
+    work = _work(out, buffers)
     for block in _blocks(out):
-        block.copy_(law(block.numel()))
+        block.copy_(law(*(w[: block.numel()] for w in work)))
     return out
+
+
+def _scalar(value: float, device: torch.device) -> torch.Tensor:
+    return torch.tensor(value, dtype=torch.float64, device=device)
 
 
 def _ensure_both_signs(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -118,13 +132,15 @@ def mixed_sign(out: torch.Tensor, sigma: float, draw: int, gen: torch.Generator)
     mean, positive_gain, negative_gain = [(0.5, 1.0, 0.6), (-1.5, 0.4, 1.3), (8.0, 1.0, 1.0)][
         draw % 3
     ]
+    positive, negative = _scalar(positive_gain, out.device), _scalar(negative_gain, out.device)
 
-    def law(n: int) -> torch.Tensor:
-        x = _randn(n, gen, out.device)
-        x = torch.where(x > 0, x * positive_gain, x * negative_gain) + mean
-        return x * sigma
+    def law(x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+        # (x > 0 ? x * positive_gain : x * negative_gain) + mean, times sigma: in place.
+        torch.randn(x.numel(), generator=gen, dtype=torch.float64, device=x.device, out=x)
+        torch.where(x > 0, positive, negative, out=gain)
+        return x.mul_(gain).add_(mean).mul_(sigma)
 
-    return _ensure_both_signs(_fill(out, law), gen)
+    return _ensure_both_signs(_fill(out, law, buffers=2), gen)
 
 
 def wide_range(
@@ -135,16 +151,23 @@ def wide_range(
     `mildness` narrows the law when the reference itself overflows on a draw (the draw is then
     replaced, and the replacement reported)."""
     log_spread = [2.0, 3.0, 2.5][draw % 3] / (2**mildness)
+    one, minus_one = _scalar(1.0, out.device), _scalar(-1.0, out.device)
+    spike = _scalar(10.0 ** (3 - mildness), out.device)
 
-    def law(n: int) -> torch.Tensor:
-        magnitude = torch.exp(_randn(n, gen, out.device) * log_spread)
-        x = torch.where(_rand(n, gen, out.device) < 0.5, -magnitude, magnitude)
+    def law(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+        # exp(randn * log_spread), negated where a uniform is below 0.5, times 10^(3 - mildness)
+        # where another is below 1e-3 (laws 1 and 2), times sigma: in place, the same draws.
+        n = x.numel()
+        torch.randn(n, generator=gen, dtype=torch.float64, device=x.device, out=x)
+        x.mul_(log_spread).exp_()
+        torch.rand(n, generator=gen, dtype=torch.float64, device=x.device, out=factor)
+        x.mul_(torch.where(factor < 0.5, minus_one, one, out=factor))
         if draw % 3 != 0:
-            spikes = _rand(n, gen, out.device) < 1e-3
-            x = torch.where(spikes, x * (10.0 ** (3 - mildness)), x)
-        return x * sigma
+            torch.rand(n, generator=gen, dtype=torch.float64, device=x.device, out=factor)
+            x.mul_(torch.where(factor < 1e-3, spike, one, out=factor))
+        return x.mul_(sigma)
 
-    return _fill(out, law)
+    return _fill(out, law, buffers=2)
 
 
 def _row_blocks(rows: torch.Tensor, start: int, stop: int):
@@ -177,8 +200,15 @@ def special(
             rows[bounds[1] : bounds[2]] = 0.0
             constant = _randn(bounds[3] - bounds[2], gen, device).unsqueeze(1) * sigma
             rows[bounds[2] : bounds[3]] = constant.to(out.dtype)
+            work = None  # one float64 buffer of the first (largest) row block, reused
             for block in _row_blocks(rows, bounds[3], bounds[4]):
-                block.copy_(1.0 + 0.01 * _randn(block.numel(), gen, device).view(block.shape))
+                if work is None:
+                    work = torch.empty(block.numel(), dtype=torch.float64, device=device)
+                near = work[: block.numel()]
+                torch.randn(
+                    near.numel(), generator=gen, dtype=torch.float64, device=device, out=near
+                )
+                block.copy_(near.mul_(0.01).add_(1.0).view(block.shape))  # 1 + 0.01 * randn
         else:
             columns = rows.shape[1]
             rows[:, : columns // 4] = 0.0

@@ -55,6 +55,8 @@ class CasePath {
   // secret place; python/kbv/reference.py), made once per session and drawn by ensure().
   nlohmann::json& perturbed(const nlohmann::json& c);
   void unpin(const std::vector<std::string>& ids);
+  // How many cases the memory plan keeps resident (0 before the first draw).
+  int kept_cases() const { return session_.plan ? session_.plan->cached_cases : 0; }
 
   // The block the candidate copies its outputs into, shaped like case `c`'s reference outputs
   // (once per candidate). A failed answer is the candidate's (its worker could not open it).

@@ -4,7 +4,8 @@
 // (docs/results/issue18-case-path-h200.md): the per-stage durations of a result say which stage
 // was slow, not which call. With the variable set, each answered request is appended as
 // {"t": start (s since the epoch), "s": duration, "role", "pid", "cmd", "status"} (and
-// "detail": a breakdown the worker sent, such as a drawn case's `draw_phases_s`); a line is
+// "detail": a breakdown the worker sent, such as a drawn case's `draw_phases_s`, or
+// {"cached": true} for a case kept from before); a line is
 // written whole in one write(2) on an O_APPEND file, so the threads and processes of one run
 // (kbv run, its device threads, a second kbv) can share the file.
 #pragma once

@@ -294,11 +294,16 @@ Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
   Response r = receive_answer(timeout);
   if (!call_trace_path().empty() && !traced_command_.empty()) {
     static constexpr const char* kStatus[] = {"ok", "error", "timeout", "died"};
+    // A drawn case's phases; a case kept from before was not drawn (its figures carry the
+    // phases of its first draw), so it says only that.
+    nlohmann::json detail;
+    if (r.ok() && r.result.is_object()) {
+      detail = r.result.value("cached", false) ? nlohmann::json{{"cached", true}}
+                                               : r.result.value("draw_phases_s", nlohmann::json());
+    }
     trace_call(to_string(options_.role), pid_, traced_command_, traced_sent_,
                std::chrono::duration<double>(Clock::now() - traced_sent_steady_).count(),
-               kStatus[static_cast<int>(r.status)],
-               r.ok() && r.result.is_object() ? r.result.value("draw_phases_s", nlohmann::json())
-                                              : nlohmann::json());
+               kStatus[static_cast<int>(r.status)], detail);
     traced_command_.clear();
   }
   return r;

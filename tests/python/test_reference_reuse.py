@@ -189,3 +189,31 @@ def test_cases_stream_when_none_may_stay_resident(tmp_path, cache_dir, monkeypat
         assert plan["cached_cases"] == 0, plan
         assert plan["fits"].startswith("0 of "), plan
     assert "1 reference session for 3 results" in done.stdout, done.stdout
+
+
+@pytest.mark.e2e
+def test_the_cases_the_rechecks_use_are_drawn_once_when_some_stay_resident(
+    tmp_path, run_eval, monkeypatch
+):
+    """A problem whose cases do not all fit keeps the first two (those the re-checks come back
+    to) through the correctness pass, as far as its budget has room beside the case in use: with
+    3 cases resident every case is drawn once, and the perturbed re-check's twin once more (plain
+    LRU let the first two go and drew them again: two draws more). The call trace says which
+    prepare_case calls drew."""
+    honest = CPU_CANDIDATES / "level2" / "2_Gemm_Scale_Sigmoid.py"
+    first = run_eval(GEMM, honest, "--no-timing")
+    assert first.result is not None and first.result["verdict"] == "correct", first.stderr
+    plan = first.result["problem"]["reference"]["plan"]
+    cases = plan["cached_cases"]
+    assert plan["fits"].startswith(f"all {cases} cases resident") and cases > 3, plan
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("KBV_CASE_CACHE_BYTES", str(int(3 * plan["cache_bytes"] / cases)))
+    monkeypatch.setenv("KBV_TRACE_CALLS", str(trace))
+    kept = run_eval(GEMM, honest, "--no-timing")
+    assert kept.result is not None and kept.result["verdict"] == "correct", kept.stderr
+    assert kept.result["problem"]["reference"]["plan"]["cached_cases"] == 3
+    assert kept.result["candidate"]["rechecks"]["perturbed_values"]["passed"]
+    calls = [json.loads(line) for line in trace.read_text().splitlines()]
+    prepared = [c for c in calls if c["cmd"] == "prepare_case"]
+    drawn = [c for c in prepared if not c.get("detail", {}).get("cached")]
+    assert len(drawn) == cases + 1, [c.get("detail") for c in prepared]

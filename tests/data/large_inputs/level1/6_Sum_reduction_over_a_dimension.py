@@ -1,8 +1,9 @@
-"""A problem with inputs larger than its work root's disk, for the CPU tests of the case path
-(issue 18): 512 MiB of float32 input a case (128 x 1024 x 1024), reduced over the middle
-dimension. Its cases must stream through shared memory without touching the disk: the test runs
-it with TMPDIR on a 256 MiB tmpfs. (KernelBench's own sizes, to 17 GB a case, ran on the H200:
-docs/results/issue18-audit-speed-h200.md; indices past 2^31 elements are test_native_arena's.)"""
+"""A problem with inputs larger than its work root's disk, for the CPU test of the case path
+(issue 18, tests/python/test_large_inputs.py): 2 GiB of float32 input a case (512 x 1024 x
+1024, 2^31 bytes), reduced over the middle dimension. Its cases must stream through shared
+memory without touching the disk: the test runs it with TMPDIR on a 1 GiB tmpfs. (KernelBench's
+own sizes, to 17 GB a case, ran on the H200: docs/results/issue18-audit-speed-h200.md; indices
+past 2^31 elements are test_native_arena's.)"""
 
 import torch
 import torch.nn as nn
@@ -18,7 +19,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.rand(128, 1024, 1024)]
+    return [torch.rand(512, 1024, 1024)]
 
 
 def get_init_inputs():
