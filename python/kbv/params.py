@@ -43,10 +43,13 @@ def redraw(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 
 def redrawn_state(
-    module: nn.Module, names: set[str], gen: torch.Generator
+    initial: dict[str, torch.Tensor], names: set[str], gen: torch.Generator
 ) -> dict[str, torch.Tensor]:
+    """Fresh values for the tensors named in `names`, with the moments of the reference's own
+    construction (`initial`), never of whatever a previous draw left in the model: a case drawn
+    again is the same case, bit for bit (its sensitivity is measured from such a private draw)."""
     state = {}
-    for name, tensor in state_tensors(module).items():
+    for name, tensor in initial.items():
         if name in names and tensor.is_floating_point():
             state[name] = redraw(tensor, gen).contiguous()
         else:

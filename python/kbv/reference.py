@@ -18,6 +18,7 @@ import os
 import random
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,18 @@ SENSITIVITY_RUNS = 2
 UNIT_ROUNDOFF = {"tf32": 2.0**-11, "fp16": 2.0**-11, "fp32": 2.0**-24}
 
 
+class _Deferred:
+    """A sensitivity not measured yet (docs/protocol.md "Correctness", deferred sensitivity):
+    the budget is max(floor, K * s_i), so an output within the floor everywhere passes whatever
+    s_i is; s_i is measured only for an output that is not, from a private draw of its case."""
+
+    def __repr__(self) -> str:
+        return "DEFERRED"
+
+
+DEFERRED = _Deferred()
+
+
 class Case:
     """One drawn case: shared inputs and state, the outputs it is judged by (resident, never
     exported), the checksums of its inputs, and the figures reported for it."""
@@ -65,6 +78,7 @@ class Case:
         judged,
         sensitivity=None,
         sensitivity_seed: int = 0,
+        recipe: dict[str, Any] | None = None,
     ):
         self.key = key
         self.figures = figures
@@ -73,8 +87,12 @@ class Case:
         self.judged: list[torch.Tensor] = judged
         # Per judged output: the truth's rounding sensitivity (float32), or None (no float64
         # truth, not a floating output, or the protocol judges by a baseline variant).
-        self.sensitivity: list[torch.Tensor | None] = sensitivity or [None] * len(judged)
+        # DEFERRED where it is measured only when a candidate needs it (_Deferred).
+        self.sensitivity: list = sensitivity or [None] * len(judged)
         self.sensitivity_seed = sensitivity_seed  # the timing set's run draws the same signs
+        # How to draw the case again, privately and bit for bit (ReferenceRole._draw_again):
+        # the secret, the replacement attempts it took, and the checksums of its state.
+        self.recipe: dict[str, Any] = recipe or {}
         self.checksums: dict[Any, int] = {}
         self.pins = 0
         self.dirty = False  # a candidate changed its inputs: drawn again before reuse
@@ -82,7 +100,7 @@ class Case:
     @property
     def resident_bytes(self) -> int:
         total = self.inputs.layout["nbytes"] + sum(shared.nbytes(t) for t in self.judged)
-        total += _sensitivity_bytes(self.sensitivity)
+        total += _sensitivity_bytes(self.sensitivity, self.judged)
         if self.state is not None and self.state.layout.get("owned", True):
             total += self.state.layout["nbytes"]
         return total
@@ -119,6 +137,7 @@ class ReferenceRole:
         self.first_sample: torch.Tensor | None = None
         self._draw_peak_carried = 0  # the device peak of the draw in progress, before the
         self._forward_peak = 0  # TF32 forward's own peak was measured (both per draw)
+        self._sensitivity_peak = 0  # a deferred sensitivity's estimated peak (per draw)
 
     # -- the problem --------------------------------------------------------------------------
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -270,10 +289,11 @@ class ReferenceRole:
         candidate ran on (`token`, default the case's own block) are unchanged."""
         if self.slot is None:
             raise WorkerError("internal_error", "judge before share_slot")
-        if "timing" in request:
-            judged = self.timing_judged[int(request["timing"])]
-            sensitivity = self.timing_sensitivity[int(request["timing"])]
-            case = self._resident(self.timing_cases[int(request["timing"])])
+        timing = int(request["timing"]) if "timing" in request else None
+        if timing is not None:
+            judged = self.timing_judged[timing]
+            sensitivity = self.timing_sensitivity[timing]
+            case = self._resident(self.timing_cases[timing])
         else:
             case = self._resident(request["id"])
             judged, sensitivity = case.judged, case.sensitivity
@@ -283,12 +303,20 @@ class ReferenceRole:
             index = int(p["index"])
             # Only a pass whose spec opens budgets by sensitivity reads it (allclose does not).
             sens = sensitivity[index] if _spec_sens(p["spec"]) > 0 else None
-            figures.append(
-                {
-                    "index": index,
-                    "measurement": _measure(outputs[index], judged[index], p["spec"], sens),
-                }
-            )
+            entry: dict[str, Any] = {"index": index}
+            if sens is DEFERRED:
+                # Within the floor everywhere, the output is within max(floor, K * s_i)
+                # whatever s_i is: the floor's figures stand (its margin is an upper bound).
+                measured = _measure(outputs[index], judged[index], p["spec"], None)
+                if _elements_over(measured) == 0:
+                    entry["budget"] = "floor"
+                    figures.append({**entry, "measurement": measured})
+                    continue
+                sensitivity[:] = self._measure_deferred(case, judged, timing is not None)
+                sens = sensitivity[index]
+                entry["budget"] = "sensitivity measured for this output"
+            entry["measurement"] = _measure(outputs[index], judged[index], p["spec"], sens)
+            figures.append(entry)
         token = request.get("token", case.inputs.token)
         block = case.inputs if token == case.inputs.token else self._block(token)
         mutated = self._changed_inputs(block, self.expected.get(token, case.checksums))
@@ -337,7 +365,9 @@ class ReferenceRole:
             case = self._resident(case_id)
             case.pins += 1
             inputs = case.inputs.as_list()
-            outputs = self._run_variants(inputs, sensitivity_seed=case.sensitivity_seed)
+            outputs = self._run_variants(
+                inputs, sensitivity_seed=case.sensitivity_seed, deferrable=bool(case.recipe)
+            )
             self.timing_sets.append(inputs)
             self.timing_judged.append(outputs["judged"])
             self.timing_sensitivity.append(outputs["sensitivity"])
@@ -454,17 +484,18 @@ class ReferenceRole:
         _reset_peak(self.device)
         self._draw_peak_carried = 0
         self._forward_peak = 0
+        self._sensitivity_peak = 0
         note = None
-        gen = torch.Generator(device=self.device)
-        gen.manual_seed(families.derive_seed(secret, "state", family, draw))
-        if family in ("native",) or family.startswith("paper_"):
-            state, state_block = self.initial_state, self._initial_block()
+        gen, state = self._drawn_state(family, draw, redraw_names, secret)
+        if state is self.initial_state:
+            state_block = self._initial_block()
         else:
-            state = params.redrawn_state(self.model, redraw_names, gen)
             state_block = shared.allocate(state, self.device) if state else None
             if state_block is not None:
                 state = state_block.as_dict()
         params.load_into(self.model, state, {k: k for k in state})
+        # Before any candidate sees the block: what a private draw of this state must equal.
+        state_checksums = {k: self._checksum(v) for k, v in state.items()}
 
         attempt = 0
         phases: dict[str, float] = {"state": time.monotonic() - started}
@@ -477,7 +508,7 @@ class ReferenceRole:
             if perturb:
                 perturbed = _perturb_one_element(block.as_list(), secret, family, draw)
             phases["inputs"] = phases.get("inputs", 0.0) + time.monotonic() - mark
-            outputs = self._run_variants(block.as_list(), phases, sensitivity_seed)
+            outputs = self._run_variants(block.as_list(), phases, sensitivity_seed, deferrable=True)
             if perturb:
                 # The same draw as the plain case, one element changed: never replaced by
                 # another draw (a reference that is not finite on it only skips the re-check).
@@ -499,7 +530,9 @@ class ReferenceRole:
             if attempt > MAX_REPLACEMENT_ATTEMPTS:
                 # Reported and replaced, never skipped: a native draw under a secret seed.
                 block = self._draw_inputs("h1_native", 1000 + draw, secret, gen, 0)
-                outputs = self._run_variants(block.as_list(), phases, sensitivity_seed)
+                outputs = self._run_variants(
+                    block.as_list(), phases, sensitivity_seed, deferrable=True
+                )
                 note = {
                     "case": case_id,
                     "detail": f"{family} draw {draw}: the reference output is non-finite for "
@@ -537,6 +570,7 @@ class ReferenceRole:
             outputs["judged"],
             outputs["sensitivity"],
             sensitivity_seed,
+            {"secret": secret, "attempts": attempt, "state_checksums": state_checksums},
         )
         case.checksums = self._checksums(block)
         _release_cached(self.device)
@@ -545,15 +579,82 @@ class ReferenceRole:
             "inputs": block.layout["nbytes"],
             "state": state_block.layout["nbytes"] if state_block is not None else 0,
             "judged": sum(shared.nbytes(t) for t in case.judged),
-            "sensitivity": _sensitivity_bytes(case.sensitivity),
-            "draw_peak": max(_peak(self.device), self._draw_peak_carried),
+            "sensitivity": _sensitivity_bytes(case.sensitivity, case.judged),
+            # A deferred sensitivity's runs were not part of this draw: their estimated peak
+            # (_run_variants) stands in, so the plan reserves them all the same.
+            "draw_peak": max(_peak(self.device), self._draw_peak_carried, self._sensitivity_peak),
             "forward_peak": self._forward_peak,
         }
+        figures["sensitivity"] = _sensitivity_state(case.sensitivity)
         figures["draw_seconds"] = time.monotonic() - started
         # Where the draw's time went (each phase ends in a host read of a device figure, so
         # these are device times too): the first thing to read when a large problem is slow.
         figures["draw_phases_s"] = {k: round(v, 4) for k, v in phases.items()}
         return case
+
+    def _drawn_state(self, family: str, draw: int, redraw_names: set, secret: str):
+        """The generator a case's draws share and the state it runs under: the initial state for
+        the native and paper families, else the named tensors redrawn from the construction's
+        moments (the inputs are drawn from the same generator next)."""
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(families.derive_seed(secret, "state", family, draw))
+        if family in ("native",) or family.startswith("paper_"):
+            return gen, self.initial_state
+        return gen, params.redrawn_state(self.initial_state, redraw_names, gen)
+
+    def _draw_again(self, case: Case) -> tuple[shared.Block, dict[str, torch.Tensor]]:
+        """Case `case`'s inputs and state drawn again in this process only, as _draw_case drew
+        them (the same seeds, the same replacement attempts, the same perturbed element) and
+        checked against the checksums taken before any candidate saw the originals. A deferred
+        sensitivity is measured from these: the case's own blocks are mapped writable in the
+        candidate's process, where a thread it left running could change them meanwhile."""
+        family, draw, redraw_names, perturb = case.key
+        redraw_names = set(redraw_names)
+        secret, attempts = case.recipe["secret"], case.recipe["attempts"]
+        gen, state = self._drawn_state(family, draw, redraw_names, secret)
+        block = None
+        for attempt in range(min(attempts, MAX_REPLACEMENT_ATTEMPTS) + 1):
+            if block is not None:
+                block.close()
+            block = self._draw_inputs(family, draw, secret, gen, attempt)
+        if attempts > MAX_REPLACEMENT_ATTEMPTS:
+            block.close()
+            block = self._draw_inputs("h1_native", 1000 + draw, secret, gen, 0)
+        if perturb:
+            _perturb_one_element(block.as_list(), secret, family, draw)
+        same_state = {k: self._checksum(v) for k, v in state.items()}
+        if self._checksums(block) != case.checksums or same_state != case.recipe["state_checksums"]:
+            block.close()
+            raise WorkerError(
+                "internal_error",
+                f"case {case.figures.get('id')} drawn again is not bit for bit the case (the "
+                "problem's get_inputs or its construction does not follow torch's seeds); its "
+                "rounding sensitivity is measured from such a private draw",
+            )
+        return block, state
+
+    def _measure_deferred(self, case: Case, truth: list, initial_state: bool) -> list:
+        """The sensitivity of `truth` (a case's judged outputs, or a timing set's under the
+        initial state), measured now from private draws of the case: one per perturbed run,
+        each let go before its forward (its float64 copy is all the run needs), so the peak is
+        the draw's own."""
+
+        def inputs_of_run():
+            block, state = self._draw_again(case)
+            # Integer inputs are passed through unperturbed: kept apart, the block goes.
+            values = [
+                v.clone() if torch.is_tensor(v) and not families.is_float(v) else v
+                for v in block.as_list()
+            ]
+            return values, (self.initial_state if initial_state else state), block.close
+
+        case.pins += 1  # not let go by _with_room while its truth is read
+        try:
+            return self._with_room(
+                lambda: self._sensitivity(inputs_of_run, truth, case.sensitivity_seed)
+            )
+        finally:
+            case.pins -= 1
 
     def _draw_inputs(self, family, draw, secret, gen, attempt) -> shared.Block:
         """The case's inputs, drawn on the device into a new shared block."""
@@ -590,11 +691,18 @@ class ReferenceRole:
         inputs: list,
         phases: dict[str, float] | None = None,
         sensitivity_seed: int = 0,
+        deferrable: bool = False,
     ) -> dict[str, Any]:
         """The float64 truth (with its per-element sensitivity when the protocol judges by
         it), the TF32 baseline and plain FP32 for one input set: each baseline is measured
         against the truth at once (the figures the policy needs) and freed unless the protocol
-        judges by it. Only the judged outputs and the sensitivity stay resident."""
+        judges by it. Only the judged outputs and the sensitivity stay resident.
+
+        `deferrable` (a case's draw, whose recipe can draw it again): where the TF32 baseline
+        is within the floor of its budget everywhere, the sensitivity is left DEFERRED, measured
+        only for a candidate that is not (cmd_judge); its two float64 runs were most of a
+        draw's time. Where the baseline is over the floor the reference's own excess must be
+        exact (version 3), so it is measured now."""
         assert self.model is not None
         phases = {} if phases is None else phases
 
@@ -605,6 +713,8 @@ class ReferenceRole:
 
         mark = time.monotonic()
         numerics.set_tf32(True)
+        # (With a deferrable draw the TF32 outputs are measured first against the floor, as
+        # below; the truth comes first either way.)
         # The TF32 forward's own peak (its intermediates and outputs): a candidate's process
         # needs about that much beside the cases, and keeps it cached after its call (the memory
         # plan's working bytes). The draw's peak so far is carried over the counter's reset.
@@ -620,21 +730,49 @@ class ReferenceRole:
         tf32 = [o.detach().contiguous() for o in tf32]
         tf32_finite = all(families.all_finite(o) for o in tf32)
         mark = lap("tf32", mark)
+        self._draw_peak_carried = max(self._draw_peak_carried, _peak(self.device))
+        _reset_peak(self.device)
         truth, truth_kind, truth_note = self._truth(inputs, tf32)
+        truth_peak = _peak(self.device)
         mark = lap("float64", mark)
-        sensitivity: list[torch.Tensor | None] = [None] * len(truth)
+        sensitivity: list = [None] * len(truth)
+        baselines: dict[str, list] = {}
         if self.keep == "truth" and truth_kind == "float64":
-            sensitivity = self._with_room(
-                lambda: self._sensitivity(inputs, truth, sensitivity_seed)
-            )
-            mark = lap("sensitivity", mark)
-        # Only the baseline a candidate is judged beside (TF32) is measured against the budget.
-        baselines = {
-            "tf32": [
+            floating = [t.is_floating_point() for t in truth]
+            if deferrable and self.policy:
+                # Only the baseline a candidate is judged beside (TF32) is measured against the
+                # budget; against the floor first (no sensitivity: its budget is the floor).
+                baselines["tf32"] = [
+                    _describe(o, t, None, self.policy) for o, t in zip(tf32, truth, strict=True)
+                ]
+                mark = lap("describe", mark)
+                within_floor = all(
+                    _elements_over(b.get("vs_budget")) == 0
+                    for b, f in zip(baselines["tf32"], floating, strict=True)
+                    if f
+                )
+            else:
+                within_floor = False
+            if within_floor:
+                sensitivity = [DEFERRED if f else None for f in floating]
+                # Its runs, when a candidate needs them: about the truth run's peak with the
+                # float64 squares and outputs of a run beside the truth.
+                truth_bytes = sum(shared.nbytes(t) for t in truth)
+                self._sensitivity_peak = max(self._sensitivity_peak, truth_peak + 2 * truth_bytes)
+            else:
+                state = params.state_tensors(self.model)
+                sensitivity = self._with_room(
+                    lambda: self._sensitivity(
+                        lambda: (inputs, state, lambda: None), truth, sensitivity_seed
+                    )
+                )
+                mark = lap("sensitivity", mark)
+                baselines.pop("tf32", None)
+        if "tf32" not in baselines:
+            baselines["tf32"] = [
                 _describe(o, t, s, self.policy)
                 for o, t, s in zip(tf32, truth, sensitivity, strict=True)
             ]
-        }
         first_output = _audit_sample(tf32[0]), families.rms(tf32[0]), str(tf32[0].dtype)
         mark = lap("describe", mark)
         if self.device.type == "cuda":
@@ -703,7 +841,7 @@ class ReferenceRole:
         return [o.detach().contiguous() for o in out]
 
     def _sensitivity(
-        self, inputs: list, truth: list[torch.Tensor], seed: int
+        self, draw_run: Callable[[], tuple], truth: list[torch.Tensor], seed: int
     ) -> list[torch.Tensor | None]:
         """Each floating output element's own sensitivity to rounding: the RMS over
         SENSITIVITY_RUNS float64 runs of |f64(perturbed) - truth|, every float input and
@@ -711,7 +849,8 @@ class ReferenceRole:
         the precision class's unit roundoff. To first order it is u times the element's
         condition term (sum_k |x_k w_k|-like for a dot product) for any model, so the budget
         opens exactly where large terms cancel. Kept as float32 (one more output-sized tensor
-        per case; docs/elementwise-budget.md)."""
+        per case; docs/elementwise-budget.md). `draw_run()` gives each run its (inputs, state,
+        release): release() is called once the run's perturbed copies are made."""
         assert self.model64 is not None
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
@@ -734,15 +873,18 @@ class ReferenceRole:
 
         floating = [o.is_floating_point() for o in truth]
         squares = [torch.zeros_like(t) if f else None for t, f in zip(truth, floating, strict=True)]
-        state = params.state_tensors(self.model)
+        state: dict[str, torch.Tensor] = {}
         try:
             for _ in range(SENSITIVITY_RUNS):
+                inputs, state, release = draw_run()
                 params.load_into(self.model64, state, {k: k for k in state})
                 with torch.no_grad():
                     for t in params.state_tensors(self.model64).values():
                         if t.is_floating_point():
                             t.copy_(perturbed(t))
                     inputs64 = [perturbed(x) if families.is_float(x) else x for x in inputs]
+                    del inputs
+                    release()
                     out, _ = hosting.as_outputs(self.model64(*inputs64))
                 del inputs64
                 for sq, o, t in zip(squares, out, truth, strict=True):
@@ -750,8 +892,10 @@ class ReferenceRole:
                         sq.add_((o.detach().to(torch.float64) - t).square())
                 del out
         finally:
-            # The float64 model is shared with the next truth run: back to the exact state.
-            params.load_into(self.model64, state, {k: k for k in state})
+            # The float64 model is shared with the next truth run: back to the exact state
+            # (each truth run loads its own state as well).
+            if state:
+                params.load_into(self.model64, state, {k: k for k in state})
         result: list[torch.Tensor | None] = []
         for i, sq in enumerate(squares):
             squares[i] = None  # each float64 sum goes as soon as its float32 copy is made
@@ -948,8 +1092,22 @@ def _spec_sens(spec: dict[str, Any]) -> float:
     return float("inf") if value == "inf" else float(value) if value != "nan" else 0.0
 
 
-def _sensitivity_bytes(sensitivity: list) -> int:
-    return sum(shared.nbytes(t) for t in sensitivity if t is not None)
+def _sensitivity_bytes(sensitivity: list, judged: list[torch.Tensor]) -> int:
+    """The sensitivity's float32 bytes, counted for a DEFERRED one too: measured later, it
+    stays resident beside its truth all the same."""
+    return sum(4 * t.numel() for s, t in zip(sensitivity, judged, strict=False) if s is not None)
+
+
+def _sensitivity_state(sensitivity: list) -> str:
+    """How a case's (or timing set's) sensitivity stands: none, measured, or deferred."""
+    if all(s is None for s in sensitivity):
+        return "none"
+    return "deferred" if any(s is DEFERRED for s in sensitivity) else "measured"
+
+
+def _elements_over(measurement: dict[str, Any] | None) -> int:
+    """Elements over their budget in a measure() result (0 where there is none)."""
+    return int(((measurement or {}).get("figures") or {}).get("elements_over", 0))
 
 
 def _measure(

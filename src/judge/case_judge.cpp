@@ -126,6 +126,9 @@ OutputsJudgement judge_outputs(const std::vector<OutputPlan>& plans, const json&
           check::decide(*plan.baseline, *plan.pass, measurement, plan.baseline->dtype, policy);
       json o = outcome.to_json();
       o["index"] = plan.index;
+      // "floor": every element within the floor of its budget, so its rounding sensitivity was
+      // never measured (the margin is against the floor: an upper bound); else how it was.
+      if (found->contains("budget")) o["budget"] = (*found)["budget"];
       judged.outputs.push_back(o);
       if (!outcome.passed) why = outcome.reason;
     }

@@ -99,8 +99,22 @@ def test_redraw_breaks_ones_and_zeros_but_keeps_positive_support():
 
 def test_redrawn_state_only_touches_named_float_tensors():
     module = torch.nn.BatchNorm1d(4)
-    state = params.redrawn_state(module, {"weight", "running_var"}, gen())
+    initial = params.state_tensors(module)
+    state = params.redrawn_state(initial, {"weight", "running_var"}, gen())
     assert not torch.equal(state["weight"], module.weight)
     assert torch.equal(state["bias"], module.bias)
     assert torch.equal(state["num_batches_tracked"], module.num_batches_tracked)
     assert (state["running_var"] > 0).all()
+
+
+def test_a_redraw_follows_the_initial_state_not_a_previous_redraw():
+    # A case drawn again must be the same case: a redraw from what a previous draw left in the
+    # model (a ones-initialised scale turned into spread values) would follow another law.
+    module = torch.nn.BatchNorm1d(64)
+    initial = {k: v.detach().clone() for k, v in params.state_tensors(module).items()}
+    first = params.redrawn_state(initial, {"weight"}, gen())
+    params.load_into(module, first, {k: k for k in first})  # the model now holds a redraw
+    again = params.redrawn_state(initial, {"weight"}, gen())
+    assert torch.equal(first["weight"], again["weight"])
+    from_the_redraw = params.redrawn_state(params.state_tensors(module), {"weight"}, gen())
+    assert not torch.equal(from_the_redraw["weight"], first["weight"])

@@ -1,0 +1,236 @@
+"""The deferred sensitivity (docs/protocol.md "Correctness"), on the CPU, through the reference
+worker's own commands: a case whose TF32 baseline is within the floor of its budget is drawn
+without the sensitivity's two float64 runs; a candidate output within the floor is judged
+against the floor alone (the same verdict: the budget is max(floor, K * s_i)); one that is not
+gets the sensitivity measured then, from a private draw of the case, equal bit for bit to the
+one measured at the draw, so the verdict is the one an eager measurement gives. Where the
+baseline itself is over the floor the sensitivity is measured at the draw, as before."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch  # before kbv_native: the module must share torch's CUDA runtime
+from conftest import import_native_or_skip_module
+
+import_native_or_skip_module()
+
+from kbv import reference  # noqa: E402
+
+K = 16.0  # check::Policy::sens_multiplier
+POLICY = {  # check::Policy for `verified` (version 3)
+    "kind": "scaled",
+    "norm_floor": 1e-3,
+    "elem_floor": 1e-2,
+    "baseline_multiplier": 4.0,
+    "sens_multiplier": K,
+    "admit_reference_excess": True,
+}
+SECRET = "deferred-sensitivity-test-secret"
+
+# x @ w where the native inputs cancel: x has an offset of 100 and every column of w sums to 0,
+# so each output (about 16) is far smaller than its terms (about 1,600): the sensitivity opens
+# the budget far beyond the floor, and an FP32 reference is still well within the floor.
+CANCELLING = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, w):
+        return x @ w
+
+
+def get_inputs():
+    x = 100.0 + torch.randn(64, 256)
+    w = torch.randn(256, 32)
+    return [x, w - w.mean(dim=0, keepdim=True)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# Parameters redrawn per case (h2_mixed_sign): drawing case B leaves B's state in the model, so
+# a private draw of case A must follow the construction's moments, not what the model holds.
+WITH_STATE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(128, 48)
+        self.norm = nn.LayerNorm(48)
+
+    def forward(self, x):
+        return self.norm(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(32, 128)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+ROLES: list[reference.ReferenceRole] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_roles():
+    """Every shared arena a test's roles made is closed after it."""
+    yield
+    while ROLES:
+        role = ROLES.pop()
+        role.cmd_end_candidate({})
+        role.cache_bytes = 0
+        role._evict(0, everything=True)
+        if role.initial_block is not None:
+            role.initial_block.close()
+
+
+def _role(tmp_path, source: str, policy: dict | None = POLICY) -> reference.ReferenceRole:
+    problem = tmp_path / "problem.py"
+    problem.write_text(textwrap.dedent(source))
+    role = reference.ReferenceRole()
+    role.cmd_load_problem({"device": "cpu", "problem": str(problem), "policy": policy})
+    role.cmd_set_plan({"cache_bytes": 1 << 30})  # every case kept
+    ROLES.append(role)
+    return role
+
+
+def _prepare(role, family: str, draw: int = 0, redraw=()) -> reference.Case:
+    case_id = f"{family}-{draw}"
+    figures = role.cmd_prepare_case(
+        {"id": case_id, "family": family, "draw": draw, "redraw": list(redraw), "secret": SECRET}
+    )
+    case = role.cases[case_id]
+    assert figures["sensitivity"] == reference._sensitivity_state(case.sensitivity)
+    return case
+
+
+def _spec(truth: torch.Tensor) -> dict:
+    """The pass check::plan_candidate_pass plans for a float32 output judged by its truth."""
+    scale = float(truth.square().mean().sqrt())
+    return {
+        "threshold": float(torch.finfo(torch.float32).max),
+        "scale": scale,
+        "tol_abs": POLICY["elem_floor"] * scale,
+        "tol_rel": POLICY["elem_floor"],
+        "nan_equal": True,
+        "sens": K,
+    }
+
+
+def _judge(role, case: reference.Case, output: torch.Tensor) -> dict:
+    """The reference's judge of `output` written into the candidate's slot, for case `case`."""
+    role.cmd_share_slot({"outputs": [{"shape": list(output.shape), "dtype": "float32"}]})
+    role.slot.as_list()[0].copy_(output)
+    truth = case.judged[0]
+    answer = role.cmd_judge(
+        {"id": case.figures["id"], "passes": [{"index": 0, "spec": _spec(truth)}]}
+    )
+    return answer["outputs"][0] | {"inputs_mutated": answer["inputs_mutated"]}
+
+
+def _floor(truth: torch.Tensor) -> torch.Tensor:
+    scale = float(truth.square().mean().sqrt())
+    return POLICY["elem_floor"] * (truth.abs() + scale)
+
+
+def test_a_baseline_within_the_floor_defers_and_the_floor_judges_what_it_can(tmp_path):
+    role = _role(tmp_path, CANCELLING)
+    case = _prepare(role, "h1_native")
+    assert case.sensitivity == [reference.DEFERRED]
+    assert case.figures["sensitivity"] == "deferred"
+    # The memory plan still counts it: it becomes resident when a candidate needs it.
+    assert case.figures["bytes"]["sensitivity"] == 4 * case.judged[0].numel()
+    truth = case.judged[0]
+    judged = _judge(role, case, truth.float())
+    assert judged["budget"] == "floor"
+    assert judged["measurement"]["figures"]["elements_over"] == 0
+    assert case.sensitivity == [reference.DEFERRED]  # nothing measured: nothing needed it
+
+
+def test_over_the_floor_the_sensitivity_is_measured_then_and_equals_the_eager_one(tmp_path):
+    role = _role(tmp_path, CANCELLING)
+    case = _prepare(role, "h1_native")
+    truth = case.judged[0]
+    floor = _floor(truth)
+    # An honest-looking rounding error: twice the floor on one element, where terms cancel.
+    honest = truth.clone()
+    honest.view(-1)[5] += 2 * float(floor.view(-1)[5])
+    judged = _judge(role, case, honest.float())
+    assert judged["budget"] == "sensitivity measured for this output"
+    assert judged["measurement"]["figures"]["elements_over"] == 0, judged
+    deferred = case.sensitivity[0]
+    assert torch.is_tensor(deferred) and case.figures["sensitivity"] == "deferred"
+    assert float(K * deferred.view(-1)[5]) > 2 * float(floor.view(-1)[5])
+
+    # The same case drawn by a role that measures at the draw (no policy: nothing to defer
+    # on): the same sensitivity, bit for bit, from the same secret.
+    eager_role = _role(tmp_path, CANCELLING, policy=None)
+    eager = _prepare(eager_role, "h1_native")
+    assert eager.figures["sensitivity"] == "measured"
+    assert torch.equal(eager.judged[0], truth)
+    assert torch.equal(eager.sensitivity[0], deferred)
+
+    # A second candidate reuses what the first one made resident.
+    wrong = truth.clone()
+    wrong.view(-1)[5] += 4 * K * float(deferred.view(-1)[5]) + 1.0
+    judged = _judge(role, case, wrong.float())
+    assert "budget" not in judged  # measured already: judged as at a draw that measured it
+    assert judged["measurement"]["figures"]["elements_over"] == 1
+    assert case.sensitivity[0] is deferred
+
+
+def test_the_private_draw_ignores_what_a_candidate_wrote_into_the_shared_inputs(tmp_path):
+    role = _role(tmp_path, CANCELLING)
+    case = _prepare(role, "h1_native")
+    truth = case.judged[0]
+    x = case.inputs.as_list()[0]
+    kept = x.clone()
+    # A candidate's thread scales the shared input while the judge runs: the sensitivity from
+    # those values would open every budget. It is measured from a private draw instead.
+    x.mul_(1e6)
+    honest = truth.clone()
+    honest.view(-1)[5] += 2 * float(_floor(truth).view(-1)[5])
+    judged = _judge(role, case, honest.float())
+    assert judged["inputs_mutated"], "the write is still the candidate's inputs_mutated"
+    eager = _prepare(_role(tmp_path, CANCELLING, policy=None), "h1_native")
+    assert torch.equal(case.sensitivity[0], eager.sensitivity[0])
+    x.copy_(kept)
+
+
+def test_a_case_drawn_again_after_another_has_the_same_state(tmp_path):
+    role = _role(tmp_path, WITH_STATE)
+    names = list(role.initial_state)
+    a = _prepare(role, "h2_mixed_sign", 0, names)
+    _prepare(role, "h2_mixed_sign", 1, names)  # the model now holds draw 1's state
+    assert a.sensitivity[0] is reference.DEFERRED
+    block, state = role._draw_again(a)  # checked against a's checksums, else internal_error
+    assert torch.equal(block.as_list()[0], a.inputs.as_list()[0])
+    assert all(torch.equal(state[k], v) for k, v in a.state.as_dict().items())
+    block.close()
+    truth = a.judged[0]
+    over = truth.clone()
+    over.view(-1)[0] += 2 * float(_floor(truth).view(-1)[0])
+    judged = _judge(role, a, over.float())  # measured from the private draw, without error
+    assert judged["budget"] == "sensitivity measured for this output"
+
+
+def test_a_case_that_cannot_be_drawn_again_is_the_harness_s_error(tmp_path):
+    role = _role(tmp_path, CANCELLING)
+    case = _prepare(role, "h1_native")
+    case.checksums = {key: value + 1 for key, value in case.checksums.items()}
+    with pytest.raises(reference.WorkerError, match="not bit for bit") as error:
+        role._draw_again(case)
+    assert error.value.kind == "internal_error"
