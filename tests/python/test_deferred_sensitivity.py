@@ -4,7 +4,9 @@ without the sensitivity's two float64 runs; a candidate output within the floor 
 against the floor alone (the same verdict: the budget is max(floor, K * s_i)); one that is not
 gets the sensitivity measured then, from a private draw of the case, equal bit for bit to the
 one measured at the draw, so the verdict is the one an eager measurement gives. Where the
-baseline itself is over the floor the sensitivity is measured at the draw, as before."""
+baseline itself is over the floor the sensitivity is measured at the draw, as before. Each test
+runs on the CPU and, where kbv_native has CUDA and a GPU is present, on the GPU (the private
+draw and the checksums on the device)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,15 @@ import pytest
 import torch  # before kbv_native: the module must share torch's CUDA runtime
 from conftest import import_native_or_skip_module
 
-import_native_or_skip_module()
+kn = import_native_or_skip_module()
 
 from kbv import reference  # noqa: E402
+
+GPU = bool(getattr(kn, "has_cuda", False)) and torch.cuda.is_available()
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not GPU, reason="no GPU or no CUDA build")),
+]
 
 K = 16.0  # check::Policy::sens_multiplier
 POLICY = {  # check::Policy for `verified` (version 3)
@@ -31,7 +39,8 @@ SECRET = "deferred-sensitivity-test-secret"
 
 # x @ w where the native inputs cancel: x has an offset of 100 and every column of w sums to 0,
 # so each output (about 16) is far smaller than its terms (about 1,600): the sensitivity opens
-# the budget far beyond the floor, and an FP32 reference is still well within the floor.
+# the budget far beyond the floor. The product is taken in float64 so that the reference is
+# within the floor on a GPU too (TF32 would not be: 2^-11 of 1,600 is over 1% of 16).
 CANCELLING = """
 import torch
 import torch.nn as nn
@@ -42,7 +51,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, x, w):
-        return x @ w
+        return (x.double() @ w.double()).to(x.dtype)
 
 
 def get_inputs():
@@ -97,11 +106,16 @@ def _close_roles():
             role.initial_block.close()
 
 
-def _role(tmp_path, source: str, policy: dict | None = POLICY) -> reference.ReferenceRole:
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
+
+
+def _role(tmp_path, device: str, source: str, policy: dict | None = POLICY):
     problem = tmp_path / "problem.py"
     problem.write_text(textwrap.dedent(source))
     role = reference.ReferenceRole()
-    role.cmd_load_problem({"device": "cpu", "problem": str(problem), "policy": policy})
+    role.cmd_load_problem({"device": device, "problem": str(problem), "policy": policy})
     role.cmd_set_plan({"cache_bytes": 1 << 30})  # every case kept
     ROLES.append(role)
     return role
@@ -146,8 +160,8 @@ def _floor(truth: torch.Tensor) -> torch.Tensor:
     return POLICY["elem_floor"] * (truth.abs() + scale)
 
 
-def test_a_baseline_within_the_floor_defers_and_the_floor_judges_what_it_can(tmp_path):
-    role = _role(tmp_path, CANCELLING)
+def test_a_baseline_within_the_floor_defers_and_the_floor_judges_what_it_can(tmp_path, device):
+    role = _role(tmp_path, device, CANCELLING)
     case = _prepare(role, "h1_native")
     assert case.sensitivity == [reference.DEFERRED]
     assert case.figures["sensitivity"] == "deferred"
@@ -160,8 +174,8 @@ def test_a_baseline_within_the_floor_defers_and_the_floor_judges_what_it_can(tmp
     assert case.sensitivity == [reference.DEFERRED]  # nothing measured: nothing needed it
 
 
-def test_over_the_floor_the_sensitivity_is_measured_then_and_equals_the_eager_one(tmp_path):
-    role = _role(tmp_path, CANCELLING)
+def test_over_the_floor_the_sensitivity_is_measured_then_and_equals_the_eager_one(tmp_path, device):
+    role = _role(tmp_path, device, CANCELLING)
     case = _prepare(role, "h1_native")
     truth = case.judged[0]
     floor = _floor(truth)
@@ -177,7 +191,7 @@ def test_over_the_floor_the_sensitivity_is_measured_then_and_equals_the_eager_on
 
     # The same case drawn by a role that measures at the draw (no policy: nothing to defer
     # on): the same sensitivity, bit for bit, from the same secret.
-    eager_role = _role(tmp_path, CANCELLING, policy=None)
+    eager_role = _role(tmp_path, device, CANCELLING, policy=None)
     eager = _prepare(eager_role, "h1_native")
     assert eager.figures["sensitivity"] == "measured"
     assert torch.equal(eager.judged[0], truth)
@@ -192,8 +206,8 @@ def test_over_the_floor_the_sensitivity_is_measured_then_and_equals_the_eager_on
     assert case.sensitivity[0] is deferred
 
 
-def test_the_private_draw_ignores_what_a_candidate_wrote_into_the_shared_inputs(tmp_path):
-    role = _role(tmp_path, CANCELLING)
+def test_the_private_draw_ignores_what_a_candidate_wrote_into_the_shared_inputs(tmp_path, device):
+    role = _role(tmp_path, device, CANCELLING)
     case = _prepare(role, "h1_native")
     truth = case.judged[0]
     x = case.inputs.as_list()[0]
@@ -205,13 +219,13 @@ def test_the_private_draw_ignores_what_a_candidate_wrote_into_the_shared_inputs(
     honest.view(-1)[5] += 2 * float(_floor(truth).view(-1)[5])
     judged = _judge(role, case, honest.float())
     assert judged["inputs_mutated"], "the write is still the candidate's inputs_mutated"
-    eager = _prepare(_role(tmp_path, CANCELLING, policy=None), "h1_native")
+    eager = _prepare(_role(tmp_path, device, CANCELLING, policy=None), "h1_native")
     assert torch.equal(case.sensitivity[0], eager.sensitivity[0])
     x.copy_(kept)
 
 
-def test_a_case_drawn_again_after_another_has_the_same_state(tmp_path):
-    role = _role(tmp_path, WITH_STATE)
+def test_a_case_drawn_again_after_another_has_the_same_state(tmp_path, device):
+    role = _role(tmp_path, device, WITH_STATE)
     names = list(role.initial_state)
     a = _prepare(role, "h2_mixed_sign", 0, names)
     _prepare(role, "h2_mixed_sign", 1, names)  # the model now holds draw 1's state
@@ -227,8 +241,8 @@ def test_a_case_drawn_again_after_another_has_the_same_state(tmp_path):
     assert judged["budget"] == "sensitivity measured for this output"
 
 
-def test_a_case_that_cannot_be_drawn_again_is_the_harness_s_error(tmp_path):
-    role = _role(tmp_path, CANCELLING)
+def test_a_case_that_cannot_be_drawn_again_is_the_harness_s_error(tmp_path, device):
+    role = _role(tmp_path, device, CANCELLING)
     case = _prepare(role, "h1_native")
     case.checksums = {key: value + 1 for key, value in case.checksums.items()}
     with pytest.raises(reference.WorkerError, match="not bit for bit") as error:
