@@ -60,6 +60,7 @@ json to_json(const AuditRow& r) {
           {"worst_reference_normwise", opt(r.worst_reference_normwise)},
           {"reference_over_budget_cases", r.reference_over_budget},
           {"worst_reference_budget_ratio", opt(r.worst_reference_budget_ratio)},
+          {"floor_judged_cases", r.floor_judged},
           {"truth_float32_cases", r.truth_float32},
           {"tf32_ms", opt(r.tf32_ms)},
           {"fp32_ms", opt(r.fp32_ms)},
@@ -109,7 +110,9 @@ AuditRow audit_row(const json& result) {
     for (const auto& c : family.value("cases", json::array())) {
       if (c.value("truth", "float64") == "float32") ++r.truth_float32;
       bool over = false;
+      bool floor_only = !c.value("outputs", json::array()).empty();
       for (const auto& o : c.value("outputs", json::array())) {
+        floor_only = floor_only && o.value("budget", "") == "floor";
         const json excess = o.value("reference_vs_budget", json::object());
         if (excess.value("elements_over", 0) <= 0) continue;
         over = true;
@@ -119,6 +122,7 @@ AuditRow audit_row(const json& result) {
         }
       }
       r.reference_over_budget += over;
+      r.floor_judged += floor_only;
     }
   }
   r.tf32_ms = number_at(result, "/timing/baseline_tf32/median_ms"_json_pointer);
@@ -160,19 +164,20 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
     std::string out =
         "problem,verdict,fits,alone,seconds,degenerate,reference_fails_float64,"
         "worst_reference_normwise,reference_over_budget_cases,worst_reference_budget_ratio,"
-        "truth_float32_cases,tf32_ms,fp32_ms,fp32_over_tf32,"
+        "floor_judged_cases,truth_float32_cases,tf32_ms,fp32_ms,fp32_over_tf32,"
         "self_speedup,self_ci_low,self_ci_high,peak_bytes,flags,reason\n";
     for (const auto& r : rows) {
       std::string flags;
       for (const auto& f : r.flags) flags += (flags.empty() ? "" : " ") + f;
-      out += fmt::format(
-          "{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-          escape_csv(r.problem), r.verdict, escape_csv(r.fits), r.alone, r.seconds, r.degenerate,
-          r.reference_fails_float64, cell(r.worst_reference_normwise, "{:.3g}"),
-          r.reference_over_budget, cell(r.worst_reference_budget_ratio, "{:.3g}"), r.truth_float32,
-          cell(r.tf32_ms, "{:.6g}"), cell(r.fp32_ms, "{:.6g}"), cell(r.fp32_over_tf32, "{:.4g}"),
-          cell(r.self_speedup, "{:.4g}"), cell(r.self_low, "{:.4g}"), cell(r.self_high, "{:.4g}"),
-          cell(r.peak_bytes, "{:.0f}"), escape_csv(flags), escape_csv(r.reason));
+      out += fmt::format("{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                         escape_csv(r.problem), r.verdict, escape_csv(r.fits), r.alone, r.seconds,
+                         r.degenerate, r.reference_fails_float64,
+                         cell(r.worst_reference_normwise, "{:.3g}"), r.reference_over_budget,
+                         cell(r.worst_reference_budget_ratio, "{:.3g}"), r.floor_judged,
+                         r.truth_float32, cell(r.tf32_ms, "{:.6g}"), cell(r.fp32_ms, "{:.6g}"),
+                         cell(r.fp32_over_tf32, "{:.4g}"), cell(r.self_speedup, "{:.4g}"),
+                         cell(r.self_low, "{:.4g}"), cell(r.self_high, "{:.4g}"),
+                         cell(r.peak_bytes, "{:.0f}"), escape_csv(flags), escape_csv(r.reason));
     }
     return out;
   }

@@ -31,6 +31,9 @@ struct AuditRow {
   // its excess), and its worst error over budget there: the budget does not cover the problem.
   int reference_over_budget = 0;
   std::optional<double> worst_reference_budget_ratio;
+  // Cases whose every output was within the floor of its budget, so the sensitivity's float64
+  // runs were never made (docs/protocol.md, deferred sensitivity): the audit's own speed lever.
+  int floor_judged = 0;
   int truth_float32 = 0;  // cases whose truth fell back to float32 (recorded reasons)
   std::optional<double> tf32_ms, fp32_ms, fp32_over_tf32;
   std::optional<double> self_speedup, self_low, self_high;  // vs TF32: the noise floor

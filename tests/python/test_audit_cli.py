@@ -5,6 +5,7 @@ problems (KernelBench's src/ and scripts/) left out, and a second run resuming f
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -60,3 +61,17 @@ def test_audit_tabulates_every_problem_and_resumes(tmp_path, cache_dir):
     assert again.returncode == 0, again.stderr
     assert "3 already" in again.stderr + again.stdout, again.stderr
     assert table.read_text().count("| correct |") == 3
+
+    # As JSON: the cases judged against the floor alone (their sensitivity never measured): all
+    # five of ReLU's and the Gemm's; not those where the reference rounds over the floor (all
+    # but wide-range inputs, whose larger scale takes the rounding in).
+    as_json = tmp_path / "audit.json"
+    listed = subprocess.run(
+        [*command, "--out", str(as_json), "--format", "json"],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    floor = {row["problem"].split("/")[-1]: row["floor_judged_cases"]
+             for row in json.loads(as_json.read_text())}  # fmt: skip
+    assert floor["3_ReLU"] == floor["2_Gemm_Scale_Sigmoid"] == 5, floor
+    assert floor["4_Reference_Excess"] < 5, floor
