@@ -775,18 +775,23 @@ class ReferenceRole:
             ]
         first_output = _audit_sample(tf32[0]), families.rms(tf32[0]), str(tf32[0].dtype)
         mark = lap("describe", mark)
-        if self.device.type == "cuda":
-            numerics.set_tf32(False)
-            try:
-                fp32, _ = hosting.as_outputs(hosting.forward(self.model, inputs, self.device))
-            finally:
-                numerics.set_tf32(True)
-            fp32 = [o.detach().contiguous() for o in fp32]
-        else:  # no TF32 on the CPU: both baselines are the same computation
-            fp32 = tf32
-        mark = lap("fp32", mark)
-        baselines["fp32"] = [_describe(o, t) for o, t in zip(fp32, truth, strict=True)]
-        lap("describe", mark)
+        # Plain FP32 only for a protocol judged by it (`standard`): the judge and the plan read
+        # the baselines of the variant a candidate is judged beside, and under `verified` and
+        # `kbv-paper` that is TF32, so on a GPU a third forward of every case would be spent
+        # on figures nobody reads.
+        fp32 = tf32
+        if self.keep == "fp32":
+            if self.device.type == "cuda":
+                numerics.set_tf32(False)
+                try:
+                    fp32, _ = hosting.as_outputs(hosting.forward(self.model, inputs, self.device))
+                finally:
+                    numerics.set_tf32(True)
+                fp32 = [o.detach().contiguous() for o in fp32]
+            # (no TF32 on the CPU: both baselines are the same computation there)
+            mark = lap("fp32", mark)
+            baselines["fp32"] = [_describe(o, t) for o, t in zip(fp32, truth, strict=True)]
+            lap("describe", mark)
         judged = {"truth": truth, "tf32": tf32, "fp32": fp32}[self.keep]
         # An output that is an input (or a view of one) would change with it: kept apart.
         judged = [o.clone() if _aliases_any(o, inputs) else o for o in judged]

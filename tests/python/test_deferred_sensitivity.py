@@ -248,3 +248,14 @@ def test_a_case_that_cannot_be_drawn_again_is_the_harness_s_error(tmp_path, devi
     with pytest.raises(reference.WorkerError, match="not bit for bit") as error:
         role._draw_again(case)
     assert error.value.kind == "internal_error"
+
+
+@pytest.mark.parametrize("keep, variants", [("truth", {"tf32"}), ("fp32", {"tf32", "fp32"})])
+def test_a_draw_makes_only_the_baselines_its_protocol_reads(tmp_path, device, keep, variants):
+    # Plain FP32 is a third forward of every case on a GPU: drawn only where the protocol judges
+    # by it (`standard`); `verified` and `kbv-paper` read the TF32 baseline's figures alone.
+    role = _role(tmp_path, device, WITH_STATE)
+    role.keep = keep
+    case = _prepare(role, "h1_native")
+    assert set(case.figures["baselines"]) == variants
+    assert "fp32" in case.figures["draw_phases_s"] or keep != "fp32"
