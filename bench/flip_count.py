@@ -78,6 +78,18 @@ def margins_of(result: dict) -> dict:
     return {k: {"value": v, "family": f} for k, (v, f) in out.items()}
 
 
+def budgets_of(result: dict) -> dict:
+    """How the result's judged outputs were budgeted: by kind (`floor`: within the floor, the
+    sensitivity never measured, so the elementwise margin is against the floor, an upper bound
+    of the margin against the full budget; `full`: the sensitivity in the budget)."""
+    counts = collections.Counter()
+    for family in (result.get("correctness") or {}).values():
+        for case in family.get("cases") or []:
+            for output in case.get("outputs") or []:
+                counts["floor" if output.get("budget", "").startswith("floor") else "full"] += 1
+    return dict(counts)
+
+
 def evaluate(kbv: str, item: dict, device: str, timing: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
@@ -123,6 +135,7 @@ def evaluate(kbv: str, item: dict, device: str, timing: bool) -> dict:
         "as_expected": judged_ok,
         "flags": flags,
         "margins": margins_of(result),
+        "budgets": budgets_of(result),
         "seed_sha256": result.get("environment", {}).get("seed_sha256"),
     }
 
@@ -166,6 +179,14 @@ def summarize(rows: list[dict], files: list[dict]) -> str:
         f"{len(by_file)} files, {len(rows)} evaluations: {flips_total} flips, "
         f"{unexpected} evaluations not as expected."
     )
+    budgets = collections.Counter()
+    for r in rows:
+        budgets.update(r.get("budgets") or {})
+    if budgets:
+        lines.append(
+            f"Judged outputs: {budgets['floor']} within the floor (their elementwise margins are "
+            f"against the floor, an upper bound), {budgets['full']} against the full budget."
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -138,6 +138,7 @@ class ReferenceRole:
         self._draw_peak_carried = 0  # the device peak of the draw in progress, before the
         self._forward_peak = 0  # TF32 forward's own peak was measured (both per draw)
         self._sensitivity_peak = 0  # a deferred sensitivity's estimated peak (per draw)
+        self._redraws_exact: bool | None = None  # a case drawn again is bit for bit the same
 
     # -- the problem --------------------------------------------------------------------------
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -298,33 +299,72 @@ class ReferenceRole:
             case = self._resident(request["id"])
             judged, sensitivity = case.judged, case.sensitivity
         outputs = self.slot.as_list()
-        figures = []
-        for p in request.get("passes", []):
+        passes = request.get("passes", [])
+        figures: list[dict[str, Any]] = []
+        sums: list[int] = []  # what was judged, keyed, read right after it was measured
+        over_floor: list[int] = []  # passes over the floor whose sensitivity is deferred
+        for n, p in enumerate(passes):
             index = int(p["index"])
             # Only a pass whose spec opens budgets by sensitivity reads it (allclose does not).
             sens = sensitivity[index] if _spec_sens(p["spec"]) > 0 else None
-            entry: dict[str, Any] = {"index": index}
             if sens is DEFERRED:
                 # Within the floor everywhere, the output is within max(floor, K * s_i)
                 # whatever s_i is: the floor's figures stand (its margin is an upper bound).
                 measured = _measure(outputs[index], judged[index], p["spec"], None)
-                if _elements_over(measured) == 0:
-                    entry["budget"] = "floor"
-                    figures.append({**entry, "measurement": measured})
-                    continue
-                sensitivity[:] = self._measure_deferred(case, judged, timing is not None)
-                sens = sensitivity[index]
-                entry["budget"] = "sensitivity measured for this output"
-            entry["measurement"] = _measure(outputs[index], judged[index], p["spec"], sens)
-            figures.append(entry)
+                figures.append({"index": index, "budget": "floor", "measurement": measured})
+                sums.append(self._checksum(outputs[index]))
+                if _elements_over(measured) > 0:
+                    over_floor.append(n)
+                continue
+            measured = _measure(outputs[index], judged[index], p["spec"], sens)
+            figures.append({"index": index, "measurement": measured})
+            # The determinism re-check compares two runs' outputs bitwise by these.
+            sums.append(self._checksum(outputs[index]))
+        # The inputs and what was judged are read now, as the outputs were, before any deferred
+        # sensitivity's seconds of float64 runs (a thread the candidate left running could
+        # otherwise put its inputs back, or its outputs right, meanwhile).
         token = request.get("token", case.inputs.token)
         block = case.inputs if token == case.inputs.token else self._block(token)
         mutated = self._changed_inputs(block, self.expected.get(token, case.checksums))
         if mutated and block is case.inputs:
             case.dirty = True  # drawn again before anyone else uses it
-        # What was judged, keyed: the determinism re-check compares two runs' outputs bitwise.
-        sums = [self._checksum(outputs[int(p["index"])]) for p in request.get("passes", [])]
+        if over_floor:
+            self._judge_with_sensitivity(
+                case, judged, sensitivity, timing, outputs, passes, over_floor, figures, sums
+            )
         return {"outputs": figures, "inputs_mutated": mutated, "slot_checksums": sums}
+
+    def _judge_with_sensitivity(
+        self, case, judged, sensitivity, timing, outputs, passes, over_floor, figures, sums
+    ) -> None:
+        """The passes over the floor whose sensitivity was deferred, judged by their full budget:
+        each output is copied into this process first and the copy checked against the
+        checksum taken with the floor's measurement, so the bytes judged are the bytes measured
+        and checksummed, whatever the candidate's threads write into its slot meanwhile. An
+        output that changed in between is left with the floor's figures (over it: it fails)."""
+        copies: dict[int, torch.Tensor] = {}
+        for n in over_floor:
+            index = int(passes[n]["index"])
+            copy_ = self._with_room(lambda index=index: outputs[index].clone())
+            if self._checksum(copy_) != sums[n]:
+                figures[n]["budget"] = "floor: the output changed while it was judged"
+                continue
+            copies[n] = copy_
+        if not copies:
+            return
+        sensitivity[:] = self._measure_deferred(case, judged, timing is not None)
+        if timing is None:
+            case.figures["sensitivity"] = "measured for a candidate over the floor"
+        for n, copy_ in copies.items():
+            index = int(passes[n]["index"])
+            measured = _measure(copy_, judged[index], passes[n]["spec"], sensitivity[index])
+            figures[n] = {
+                "index": index,
+                "budget": "sensitivity measured for this output",
+                "measurement": measured,
+            }
+        copies.clear()
+        _release_cached(self.device)
 
     def cmd_release(self, request: dict[str, Any]) -> dict[str, Any]:
         for token in request["tokens"]:
@@ -508,6 +548,7 @@ class ReferenceRole:
             if perturb:
                 perturbed = _perturb_one_element(block.as_list(), secret, family, draw)
             phases["inputs"] = phases.get("inputs", 0.0) + time.monotonic() - mark
+            drawn = self._checksums(block)  # before the reference's forwards (see _defer_or_not)
             outputs = self._run_variants(block.as_list(), phases, sensitivity_seed, deferrable=True)
             if perturb:
                 # The same draw as the plain case, one element changed: never replaced by
@@ -530,6 +571,7 @@ class ReferenceRole:
             if attempt > MAX_REPLACEMENT_ATTEMPTS:
                 # Reported and replaced, never skipped: a native draw under a secret seed.
                 block = self._draw_inputs("h1_native", 1000 + draw, secret, gen, 0)
+                drawn = self._checksums(block)
                 outputs = self._run_variants(
                     block.as_list(), phases, sensitivity_seed, deferrable=True
                 )
@@ -573,8 +615,9 @@ class ReferenceRole:
             {"secret": secret, "attempts": attempt, "state_checksums": state_checksums},
         )
         case.checksums = self._checksums(block)
-        _release_cached(self.device)
         phases["checksums"] = time.monotonic() - mark
+        self._defer_or_not(case, drawn, phases)
+        _release_cached(self.device)
         figures["bytes"] = {
             "inputs": block.layout["nbytes"],
             "state": state_block.layout["nbytes"] if state_block is not None else 0,
@@ -591,6 +634,39 @@ class ReferenceRole:
         # these are device times too): the first thing to read when a large problem is slow.
         figures["draw_phases_s"] = {k: round(v, 4) for k, v in phases.items()}
         return case
+
+    def _defer_or_not(self, case: Case, drawn: dict[Any, int], phases: dict[str, float]) -> None:
+        """A deferred sensitivity is measured later from a private draw of the case, so the
+        draw must be repeatable: the reference's forwards left its inputs and state as drawn
+        (an in-place forward, a buffer a forward updates, would not), and the problem's own
+        generator follows torch's seeds (checked once per session, on its first deferred case,
+        by drawing it again). Where either fails, the sensitivity is measured now, as it would
+        have been without deferral; the case then records no recipe, and its timing set is not
+        deferred either."""
+        if not any(s is DEFERRED for s in case.sensitivity):
+            return
+        state_now = {k: self._checksum(v) for k, v in params.state_tensors(self.model).items()}
+        repeatable = drawn == case.checksums and state_now == case.recipe["state_checksums"]
+        if repeatable and self._redraws_exact is None:
+            mark = time.monotonic()
+            try:
+                block, _ = self._draw_again(case)
+                block.close()
+                self._redraws_exact = True
+            except WorkerError:
+                self._redraws_exact = False
+            phases["redraw_check"] = time.monotonic() - mark
+        if repeatable and self._redraws_exact:
+            return
+        mark = time.monotonic()
+        inputs, state = case.inputs.as_list(), params.state_tensors(self.model)
+        case.sensitivity = self._with_room(
+            lambda: self._sensitivity(
+                lambda: (inputs, state, lambda: None), case.judged, case.sensitivity_seed
+            )
+        )
+        case.recipe = {}
+        phases["sensitivity"] = phases.get("sensitivity", 0.0) + time.monotonic() - mark
 
     def _drawn_state(self, family: str, draw: int, redraw_names: set, secret: str):
         """The generator a case's draws share and the state it runs under: the initial state for
@@ -613,17 +689,25 @@ class ReferenceRole:
         secret, attempts = case.recipe["secret"], case.recipe["attempts"]
         gen, state = self._drawn_state(family, draw, redraw_names, secret)
         block = None
-        for attempt in range(min(attempts, MAX_REPLACEMENT_ATTEMPTS) + 1):
+        try:
+            for attempt in range(min(attempts, MAX_REPLACEMENT_ATTEMPTS) + 1):
+                if block is not None:
+                    block.close()
+                    block = None
+                block = self._draw_inputs(family, draw, secret, gen, attempt)
+            if attempts > MAX_REPLACEMENT_ATTEMPTS:
+                block.close()
+                block = None
+                block = self._draw_inputs("h1_native", 1000 + draw, secret, gen, 0)
+            if perturb:
+                _perturb_one_element(block.as_list(), secret, family, draw)
+            same_state = {k: self._checksum(v) for k, v in state.items()}
+            same = self._checksums(block) == case.checksums
+        except BaseException:
             if block is not None:
                 block.close()
-            block = self._draw_inputs(family, draw, secret, gen, attempt)
-        if attempts > MAX_REPLACEMENT_ATTEMPTS:
-            block.close()
-            block = self._draw_inputs("h1_native", 1000 + draw, secret, gen, 0)
-        if perturb:
-            _perturb_one_element(block.as_list(), secret, family, draw)
-        same_state = {k: self._checksum(v) for k, v in state.items()}
-        if self._checksums(block) != case.checksums or same_state != case.recipe["state_checksums"]:
+            raise
+        if not same or same_state != case.recipe["state_checksums"]:
             block.close()
             raise WorkerError(
                 "internal_error",
@@ -655,6 +739,9 @@ class ReferenceRole:
             )
         finally:
             case.pins -= 1
+            # The runs' float64 copies and intermediates go back to the device: the candidate's
+            # next forward and the next case's arenas need them.
+            _release_cached(self.device)
 
     def _draw_inputs(self, family, draw, secret, gen, attempt) -> shared.Block:
         """The case's inputs, drawn on the device into a new shared block."""
@@ -756,9 +843,13 @@ class ReferenceRole:
             if within_floor:
                 sensitivity = [DEFERRED if f else None for f in floating]
                 # Its runs, when a candidate needs them: about the truth run's peak with the
-                # float64 squares and outputs of a run beside the truth.
+                # float64 squares and outputs of a run beside the truth, and a private draw's
+                # state (two, while one run's gives way to the next).
                 truth_bytes = sum(shared.nbytes(t) for t in truth)
-                self._sensitivity_peak = max(self._sensitivity_peak, truth_peak + 2 * truth_bytes)
+                state_bytes = sum(shared.nbytes(t) for t in self.initial_state.values())
+                self._sensitivity_peak = max(
+                    self._sensitivity_peak, truth_peak + 2 * truth_bytes + 2 * state_bytes
+                )
             else:
                 state = params.state_tensors(self.model)
                 sensitivity = self._with_room(
@@ -881,20 +972,27 @@ class ReferenceRole:
         state: dict[str, torch.Tensor] = {}
         try:
             for _ in range(SENSITIVITY_RUNS):
+                state = {}  # the last run's (a private draw's) goes before the next is drawn
                 inputs, state, release = draw_run()
-                params.load_into(self.model64, state, {k: k for k in state})
-                with torch.no_grad():
-                    for t in params.state_tensors(self.model64).values():
-                        if t.is_floating_point():
-                            t.copy_(perturbed(t))
-                    inputs64 = [perturbed(x) if families.is_float(x) else x for x in inputs]
+                try:
+                    params.load_into(self.model64, state, {k: k for k in state})
+                    with torch.no_grad():
+                        for t in params.state_tensors(self.model64).values():
+                            if t.is_floating_point():
+                                t.copy_(perturbed(t))
+                        inputs64 = [perturbed(x) if families.is_float(x) else x for x in inputs]
+                finally:
                     del inputs
                     release()
+                with torch.no_grad():
                     out, _ = hosting.as_outputs(self.model64(*inputs64))
                 del inputs64
                 for sq, o, t in zip(squares, out, truth, strict=True):
                     if sq is not None:
-                        sq.add_((o.detach().to(torch.float64) - t).square())
+                        # In place: one float64 output-sized temporary at most, not three.
+                        d = o.detach().to(torch.float64)
+                        sq.add_(d.sub_(t).square_())
+                        del d
                 del out
         finally:
             # The float64 model is shared with the next truth run: back to the exact state

@@ -110,9 +110,13 @@ AuditRow audit_row(const json& result) {
     for (const auto& c : family.value("cases", json::array())) {
       if (c.value("truth", "float64") == "float32") ++r.truth_float32;
       bool over = false;
-      bool floor_only = !c.value("outputs", json::array()).empty();
+      // An integer output has no budget of this kind: a case is counted when a floating
+      // output was judged against the floor and none needed its sensitivity.
+      bool floor_seen = false, sensitivity_measured = false;
       for (const auto& o : c.value("outputs", json::array())) {
-        floor_only = floor_only && o.value("budget", "") == "floor";
+        const std::string budget = o.value("budget", "");
+        floor_seen = floor_seen || budget == "floor";
+        sensitivity_measured = sensitivity_measured || budget.starts_with("sensitivity");
         const json excess = o.value("reference_vs_budget", json::object());
         if (excess.value("elements_over", 0) <= 0) continue;
         over = true;
@@ -122,7 +126,7 @@ AuditRow audit_row(const json& result) {
         }
       }
       r.reference_over_budget += over;
-      r.floor_judged += floor_only;
+      r.floor_judged += floor_seen && !sensitivity_measured;
     }
   }
   r.tf32_ms = number_at(result, "/timing/baseline_tf32/median_ms"_json_pointer);
