@@ -94,6 +94,7 @@ class Case:
         # the secret, the replacement attempts it took, and the checksums of its state.
         self.recipe: dict[str, Any] = recipe or {}
         self.checksums: dict[Any, int] = {}
+        self.state_checksums: dict[str, int] = {}  # of its state block, taken before sharing
         self.pins = 0
         self.dirty = False  # a candidate changed its inputs: drawn again before reuse
 
@@ -139,6 +140,7 @@ class ReferenceRole:
         self._forward_peak = 0  # TF32 forward's own peak was measured (both per draw)
         self._sensitivity_peak = 0  # a deferred sensitivity's estimated peak (per draw)
         self._redraws_exact: bool | None = None  # a case drawn again is bit for bit the same
+        self._initial_sums: dict[str, int] | None = None  # keyed checksums of the initial state
 
     # -- the problem --------------------------------------------------------------------------
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -615,6 +617,7 @@ class ReferenceRole:
             {"secret": secret, "attempts": attempt, "state_checksums": state_checksums},
         )
         case.checksums = self._checksums(block)
+        case.state_checksums = state_checksums
         phases["checksums"] = time.monotonic() - mark
         self._defer_or_not(case, drawn, phases)
         _release_cached(self.device)
@@ -1081,10 +1084,21 @@ class ReferenceRole:
         case.close()
 
     def _initial_block(self) -> shared.Block | None:
+        """The initial state in a block shared by every native case and the timing sets; made
+        again from the private initial state when a candidate's thread has written into it."""
+        if self.initial_block is not None:
+            now = {k: self._checksum(v) for k, v in self.initial_block.as_dict().items()}
+            if now != self._initial_checksums():
+                self.initial_block = None  # cases still holding it fail their check on reuse
         if self.initial_block is None and self.initial_state:
             self.initial_block = shared.allocate(self.initial_state, self.device)
             self.initial_block.layout["owned"] = False  # shared by every native case
         return self.initial_block
+
+    def _initial_checksums(self) -> dict[str, int]:
+        if self._initial_sums is None:
+            self._initial_sums = {k: self._checksum(v) for k, v in self.initial_state.items()}
+        return self._initial_sums
 
     def _checksum(self, t: torch.Tensor) -> int:
         import kbv_native
@@ -1106,8 +1120,19 @@ class ReferenceRole:
 
     def _unchanged(self, case: Case) -> bool:
         """A kept case is checked before reuse: a candidate's thread may have written into
-        its inputs after its own check."""
-        return not self._changed_inputs(case.inputs, case.checksums)
+        its inputs after its own check, or into its state (mapped writable in the candidate's
+        process as well, and loaded by the next candidate: an honest one would fail on weights
+        a hostile predecessor changed)."""
+        if self._changed_inputs(case.inputs, case.checksums):
+            return False
+        if case.state is None or not case.state_checksums:
+            return True
+        now = {k: self._checksum(v) for k, v in case.state.as_dict().items()}
+        if now == case.state_checksums:
+            return True
+        if case.state is self.initial_block:
+            self.initial_block = None  # made again from the private initial state
+        return False
 
 
 # -- helpers ----------------------------------------------------------------------------------

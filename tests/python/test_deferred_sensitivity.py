@@ -4,7 +4,9 @@ without the sensitivity's two float64 runs; a candidate output within the floor 
 against the floor alone (the same verdict: the budget is max(floor, K * s_i)); one that is not
 gets the sensitivity measured then, from a private draw of the case, equal bit for bit to the
 one measured at the draw, so the verdict is the one an eager measurement gives. Where the
-baseline itself is over the floor the sensitivity is measured at the draw, as before. Each test
+baseline itself is over the floor the sensitivity is measured at the draw, as before; so it is
+where the draw cannot be repeated. Beside it: only the baselines a protocol reads are drawn, and
+a kept case whose state a candidate's thread changed is drawn again. Each test
 runs on the CPU and, where kbv_native has CUDA and a GPU is present, on the GPU (the private
 draw and the checksums on the device)."""
 
@@ -338,3 +340,30 @@ def test_a_draw_that_cannot_be_repeated_measures_the_sensitivity_at_once(tmp_pat
     over.view(-1)[0] += 2 * float(_floor(truth).view(-1)[0])
     judged = _judge(role, case, over.float())
     assert "budget" not in judged and judged["measurement"]["figures"]["elements_over"] == 1
+
+
+def test_a_kept_case_whose_state_a_candidate_changed_is_drawn_again(tmp_path, device):
+    # The state blocks are mapped writable in the candidate's process and loaded by the next
+    # candidate: one a lingering thread changed is not reused (nor the shared initial block).
+    role = _role(tmp_path, device, WITH_STATE)
+    names = list(role.initial_state)
+    request = {"family": "h2_mixed_sign", "draw": 0, "redraw": names, "secret": SECRET}
+    role.cmd_prepare_case({"id": "h2_mixed_sign-0", **request})
+    case = role.cases["h2_mixed_sign-0"]
+    assert role.cmd_prepare_case({"id": "h2_mixed_sign-0", **request})["cached"]
+    next(iter(case.state.as_dict().values())).view(-1)[0] += 1.0
+    again = role.cmd_prepare_case({"id": "h2_mixed_sign-0", **request})
+    assert not again["cached"]  # drawn again, from the secret: the same values as before
+    assert role.cases["h2_mixed_sign-0"].checksums == case.checksums
+
+    native = {"family": "native", "draw": 0, "redraw": [], "secret": SECRET}
+    role.cmd_prepare_case({"id": "native-0", **native})
+    shared_initial = role.initial_block
+    assert role.cases["native-0"].state is shared_initial
+    next(iter(shared_initial.as_dict().values())).view(-1)[0] += 1.0
+    again = role.cmd_prepare_case({"id": "native-0", **native})
+    assert not again["cached"]
+    fresh = role.cases["native-0"].state
+    assert fresh is role.initial_block and fresh is not shared_initial
+    assert all(torch.equal(fresh.as_dict()[k], v) for k, v in role.initial_state.items())
+    shared_initial.close()
