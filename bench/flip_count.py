@@ -79,14 +79,22 @@ def margins_of(result: dict) -> dict:
 
 
 def budgets_of(result: dict) -> dict:
-    """How the result's judged outputs were budgeted: by kind (`floor`: within the floor, the
+    """How the result's judged outputs were budgeted: `floor` (within the floor, the
     sensitivity never measured, so the elementwise margin is against the floor, an upper bound
-    of the margin against the full budget; `full`: the sensitivity in the budget)."""
+    of the margin against the full budget), `full` (the sensitivity in the budget, measured at
+    the draw or for this output), `other` (an output that changed while it was judged, or a
+    pass with no sensitivity: allclose protocols, integer outputs). Matches audit_table.cpp."""
     counts = collections.Counter()
     for family in (result.get("correctness") or {}).values():
         for case in family.get("cases") or []:
             for output in case.get("outputs") or []:
-                counts["floor" if output.get("budget", "").startswith("floor") else "full"] += 1
+                budget = output.get("budget")
+                if budget == "floor":
+                    counts["floor"] += 1
+                elif budget is None or budget.startswith("sensitivity"):
+                    counts["full" if "margins" in output else "other"] += 1
+                else:
+                    counts["other"] += 1
     return dict(counts)
 
 
@@ -185,7 +193,8 @@ def summarize(rows: list[dict], files: list[dict]) -> str:
     if budgets:
         lines.append(
             f"Judged outputs: {budgets['floor']} within the floor (their elementwise margins are "
-            f"against the floor, an upper bound), {budgets['full']} against the full budget."
+            f"against the floor, an upper bound), {budgets['full']} against the full budget, "
+            f"{budgets['other']} otherwise."
         )
     return "\n".join(lines) + "\n"
 

@@ -352,14 +352,16 @@ class ReferenceRole:
                 figures[n]["budget"] = "floor: the output changed while it was judged"
                 continue
             copies[n] = copy_
+        del copy_
         if not copies:
+            _release_cached(self.device)
             return
         sensitivity[:] = self._measure_deferred(case, judged, timing is not None)
         if timing is None:
             case.figures["sensitivity"] = "measured for a candidate over the floor"
-        for n, copy_ in copies.items():
+        for n in list(copies):
             index = int(passes[n]["index"])
-            measured = _measure(copy_, judged[index], passes[n]["spec"], sensitivity[index])
+            measured = _measure(copies.pop(n), judged[index], passes[n]["spec"], sensitivity[index])
             figures[n] = {
                 "index": index,
                 "budget": "sensitivity measured for this output",
@@ -408,7 +410,9 @@ class ReferenceRole:
             case.pins += 1
             inputs = case.inputs.as_list()
             outputs = self._run_variants(
-                inputs, sensitivity_seed=case.sensitivity_seed, deferrable=bool(case.recipe)
+                inputs,
+                sensitivity_seed=case.sensitivity_seed,
+                deferrable=bool(case.recipe) and self._redraws_exact is True,
             )
             self.timing_sets.append(inputs)
             self.timing_judged.append(outputs["judged"])
@@ -537,7 +541,7 @@ class ReferenceRole:
                 state = state_block.as_dict()
         params.load_into(self.model, state, {k: k for k in state})
         # Before any candidate sees the block: what a private draw of this state must equal.
-        state_checksums = {k: self._checksum(v) for k, v in state.items()}
+        state_checksums = {k: self._checksum(v.contiguous()) for k, v in state.items()}
 
         attempt = 0
         phases: dict[str, float] = {"state": time.monotonic() - started}
@@ -644,11 +648,14 @@ class ReferenceRole:
         (an in-place forward, a buffer a forward updates, would not), and the problem's own
         generator follows torch's seeds (checked once per session, on its first deferred case,
         by drawing it again). Where either fails, the sensitivity is measured now, as it would
-        have been without deferral; the case then records no recipe, and its timing set is not
-        deferred either."""
-        if not any(s is DEFERRED for s in case.sensitivity):
-            return
-        state_now = {k: self._checksum(v) for k, v in params.state_tensors(self.model).items()}
+        have been without deferral; the case then records no recipe, and its timing set (the
+        same inputs under the initial state, deferred on its own terms) is not deferred either.
+        So this runs for every case whose protocol may defer, deferred or not."""
+        if not (self.keep == "truth" and self.policy):
+            return  # nothing is deferred under this protocol
+        state_now = {
+            k: self._checksum(v.contiguous()) for k, v in params.state_tensors(self.model).items()
+        }
         repeatable = drawn == case.checksums and state_now == case.recipe["state_checksums"]
         if repeatable and self._redraws_exact is None:
             mark = time.monotonic()
@@ -661,6 +668,9 @@ class ReferenceRole:
             phases["redraw_check"] = time.monotonic() - mark
         if repeatable and self._redraws_exact:
             return
+        case.recipe = {}
+        if not any(s is DEFERRED for s in case.sensitivity):
+            return
         mark = time.monotonic()
         inputs, state = case.inputs.as_list(), params.state_tensors(self.model)
         case.sensitivity = self._with_room(
@@ -668,7 +678,6 @@ class ReferenceRole:
                 lambda: (inputs, state, lambda: None), case.judged, case.sensitivity_seed
             )
         )
-        case.recipe = {}
         phases["sensitivity"] = phases.get("sensitivity", 0.0) + time.monotonic() - mark
 
     def _drawn_state(self, family: str, draw: int, redraw_names: set, secret: str):
@@ -850,8 +859,11 @@ class ReferenceRole:
                 # state (two, while one run's gives way to the next).
                 truth_bytes = sum(shared.nbytes(t) for t in truth)
                 state_bytes = sum(shared.nbytes(t) for t in self.initial_state.values())
+                # (and the copies of a candidate's outputs over the floor, kept through them)
+                output_bytes = sum(shared.nbytes(o) for o in tf32)
                 self._sensitivity_peak = max(
-                    self._sensitivity_peak, truth_peak + 2 * truth_bytes + 2 * state_bytes
+                    self._sensitivity_peak,
+                    truth_peak + 2 * truth_bytes + 2 * state_bytes + output_bytes,
                 )
             else:
                 state = params.state_tensors(self.model)
@@ -1080,8 +1092,9 @@ class ReferenceRole:
         _release_cached(self.device)
 
     def _drop(self, case_id: str) -> None:
-        case = self.cases.pop(case_id)
-        case.close()
+        case = self.cases.pop(case_id, None)  # (a retired initial block may have taken it)
+        if case is not None:
+            case.close()
 
     def _initial_block(self) -> shared.Block | None:
         """The initial state in a block shared by every native case and the timing sets; made
@@ -1089,11 +1102,21 @@ class ReferenceRole:
         if self.initial_block is not None:
             now = {k: self._checksum(v) for k, v in self.initial_block.as_dict().items()}
             if now != self._initial_checksums():
-                self.initial_block = None  # cases still holding it fail their check on reuse
+                self._retire_initial_block()
         if self.initial_block is None and self.initial_state:
             self.initial_block = shared.allocate(self.initial_state, self.device)
             self.initial_block.layout["owned"] = False  # shared by every native case
         return self.initial_block
+
+    def _retire_initial_block(self) -> None:
+        """The shared initial block was written into: the next native case gets a new one made
+        from the private initial state. Cases kept with the old one go (unless in use: they fail
+        their check when prepared again), and the old block is closed once none holds it."""
+        old, self.initial_block = self.initial_block, None
+        for case_id in [i for i, c in self.cases.items() if c.state is old and c.pins == 0]:
+            self._drop(case_id)
+        if old is not None and not any(c.state is old for c in self.cases.values()):
+            old.close()
 
     def _initial_checksums(self) -> dict[str, int]:
         if self._initial_sums is None:
@@ -1131,7 +1154,7 @@ class ReferenceRole:
         if now == case.state_checksums:
             return True
         if case.state is self.initial_block:
-            self.initial_block = None  # made again from the private initial state
+            self._retire_initial_block()
         return False
 
 

@@ -366,4 +366,73 @@ def test_a_kept_case_whose_state_a_candidate_changed_is_drawn_again(tmp_path, de
     fresh = role.cases["native-0"].state
     assert fresh is role.initial_block and fresh is not shared_initial
     assert all(torch.equal(fresh.as_dict()[k], v) for k, v in role.initial_state.items())
-    shared_initial.close()
+
+
+# An in-place forward whose redrawn parameter puts the case's own baseline over the floor (its
+# sensitivity measured at the draw) while its timing set, under the initial state, is within it.
+IN_PLACE_WITH_OFFSET = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Parameter(torch.zeros(1, 128))
+
+    def forward(self, x):
+        torch.relu_(x)
+        return (x + self.c * 1e7) - self.c * 1e7
+
+
+def get_inputs():
+    return [torch.randn(32, 128)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_timing_set_of_a_case_that_cannot_be_drawn_again_is_not_deferred(tmp_path, device):
+    role = _role(tmp_path, device, IN_PLACE_WITH_OFFSET)
+    case = _prepare(role, "h2_mixed_sign", 0, ["c"])
+    assert case.recipe == {}  # its forward changed its inputs: no private draw would match
+    role.cmd_prepare_timing_sets({"ids": [case.figures["id"]]})
+    assert reference._sensitivity_state(role.timing_sensitivity[0]) == "measured"
+    truth = role.timing_judged[0][0]
+    out = truth.clone()
+    out.view(-1)[0] += 1.0 + abs(float(truth.view(-1)[0]))
+    role.cmd_share_slot({"outputs": [{"shape": list(out.shape), "dtype": "float32"}]})
+    role.slot.as_list()[0].copy_(out.float())
+    answer = role.cmd_judge({"timing": 0, "passes": [{"index": 0, "spec": _spec(truth)}]})
+    assert answer["outputs"][0]["measurement"]["figures"]["elements_over"] == 1
+
+
+TRANSPOSED_WEIGHT = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(32, 128).t())  # a non-contiguous parameter
+
+    def forward(self, x):
+        return (x.double() @ self.w.double()).to(x.dtype)
+
+
+def get_inputs():
+    return [torch.randn(16, 128)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_non_contiguous_parameter_does_not_turn_deferral_off(tmp_path, device):
+    role = _role(tmp_path, device, TRANSPOSED_WEIGHT)
+    case = _prepare(role, "h2_mixed_sign", 0, ["w"])
+    assert case.figures["sensitivity"] == "deferred" and case.recipe
