@@ -91,7 +91,7 @@ class Case:
         self.sensitivity: list = sensitivity or [None] * len(judged)
         self.sensitivity_seed = sensitivity_seed  # the timing set's run draws the same signs
         # How to draw the case again, privately and bit for bit (ReferenceRole._draw_again):
-        # the secret, the replacement attempts it took, and the checksums of its state.
+        # the secret and the replacement attempts it took; empty where it cannot be.
         self.recipe: dict[str, Any] = recipe or {}
         self.checksums: dict[Any, int] = {}
         self.state_checksums: dict[str, int] = {}  # of its state block, taken before sharing
@@ -353,12 +353,10 @@ class ReferenceRole:
                 continue
             copies[n] = copy_
         del copy_
-        if not copies:
-            _release_cached(self.device)
-            return
-        sensitivity[:] = self._measure_deferred(case, judged, timing is not None)
-        if timing is None:
-            case.figures["sensitivity"] = "measured for a candidate over the floor"
+        if copies:
+            sensitivity[:] = self._measure_deferred(case, judged, timing is not None)
+            if timing is None:
+                case.figures["sensitivity"] = "measured for a candidate over the floor"
         for n in list(copies):
             index = int(passes[n]["index"])
             measured = _measure(copies.pop(n), judged[index], passes[n]["spec"], sensitivity[index])
@@ -367,7 +365,6 @@ class ReferenceRole:
                 "budget": "sensitivity measured for this output",
                 "measurement": measured,
             }
-        copies.clear()
         _release_cached(self.device)
 
     def cmd_release(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -541,7 +538,7 @@ class ReferenceRole:
                 state = state_block.as_dict()
         params.load_into(self.model, state, {k: k for k in state})
         # Before any candidate sees the block: what a private draw of this state must equal.
-        state_checksums = {k: self._checksum(v.contiguous()) for k, v in state.items()}
+        state_checksums = self._state_checksums(state)
 
         attempt = 0
         phases: dict[str, float] = {"state": time.monotonic() - started}
@@ -618,7 +615,7 @@ class ReferenceRole:
             outputs["judged"],
             outputs["sensitivity"],
             sensitivity_seed,
-            {"secret": secret, "attempts": attempt, "state_checksums": state_checksums},
+            {"secret": secret, "attempts": attempt},
         )
         case.checksums = self._checksums(block)
         case.state_checksums = state_checksums
@@ -653,10 +650,8 @@ class ReferenceRole:
         So this runs for every case whose protocol may defer, deferred or not."""
         if not (self.keep == "truth" and self.policy):
             return  # nothing is deferred under this protocol
-        state_now = {
-            k: self._checksum(v.contiguous()) for k, v in params.state_tensors(self.model).items()
-        }
-        repeatable = drawn == case.checksums and state_now == case.recipe["state_checksums"]
+        state_now = self._state_checksums(params.state_tensors(self.model))
+        repeatable = drawn == case.checksums and state_now == case.state_checksums
         if repeatable and self._redraws_exact is None:
             mark = time.monotonic()
             try:
@@ -672,11 +667,8 @@ class ReferenceRole:
         if not any(s is DEFERRED for s in case.sensitivity):
             return
         mark = time.monotonic()
-        inputs, state = case.inputs.as_list(), params.state_tensors(self.model)
-        case.sensitivity = self._with_room(
-            lambda: self._sensitivity(
-                lambda: (inputs, state, lambda: None), case.judged, case.sensitivity_seed
-            )
+        case.sensitivity = self._sensitivity_now(
+            case.inputs.as_list(), case.judged, case.sensitivity_seed
         )
         phases["sensitivity"] = phases.get("sensitivity", 0.0) + time.monotonic() - mark
 
@@ -713,13 +705,13 @@ class ReferenceRole:
                 block = self._draw_inputs("h1_native", 1000 + draw, secret, gen, 0)
             if perturb:
                 _perturb_one_element(block.as_list(), secret, family, draw)
-            same_state = {k: self._checksum(v) for k, v in state.items()}
+            same_state = self._state_checksums(state)
             same = self._checksums(block) == case.checksums
         except BaseException:
             if block is not None:
                 block.close()
             raise
-        if not same or same_state != case.recipe["state_checksums"]:
+        if not same or same_state != case.state_checksums:
             block.close()
             raise WorkerError(
                 "internal_error",
@@ -838,21 +830,20 @@ class ReferenceRole:
         baselines: dict[str, list] = {}
         if self.keep == "truth" and truth_kind == "float64":
             floating = [t.is_floating_point() for t in truth]
+            against_floor = None
             if deferrable and self.policy:
-                # Only the baseline a candidate is judged beside (TF32) is measured against the
-                # budget; against the floor first (no sensitivity: its budget is the floor).
-                baselines["tf32"] = [
+                # The TF32 baseline against the floor first (no sensitivity: its budget is the
+                # floor); kept as its figures where it is within the floor everywhere.
+                against_floor = [
                     _describe(o, t, None, self.policy) for o, t in zip(tf32, truth, strict=True)
                 ]
                 mark = lap("describe", mark)
-                within_floor = all(
-                    _elements_over(b.get("vs_budget")) == 0
-                    for b, f in zip(baselines["tf32"], floating, strict=True)
-                    if f
-                )
-            else:
-                within_floor = False
-            if within_floor:
+            if against_floor is not None and all(
+                _elements_over(b.get("vs_budget")) == 0
+                for b, f in zip(against_floor, floating, strict=True)
+                if f
+            ):
+                baselines["tf32"] = against_floor
                 sensitivity = [DEFERRED if f else None for f in floating]
                 # Its runs, when a candidate needs them: about the truth run's peak with the
                 # float64 squares and outputs of a run beside the truth, and a private draw's
@@ -866,15 +857,11 @@ class ReferenceRole:
                     truth_peak + 2 * truth_bytes + 2 * state_bytes + output_bytes,
                 )
             else:
-                state = params.state_tensors(self.model)
-                sensitivity = self._with_room(
-                    lambda: self._sensitivity(
-                        lambda: (inputs, state, lambda: None), truth, sensitivity_seed
-                    )
-                )
+                sensitivity = self._sensitivity_now(inputs, truth, sensitivity_seed)
                 mark = lap("sensitivity", mark)
-                baselines.pop("tf32", None)
         if "tf32" not in baselines:
+            # Only the baseline a candidate is judged beside (TF32) is measured against the
+            # budget its candidates get.
             baselines["tf32"] = [
                 _describe(o, t, s, self.policy)
                 for o, t, s in zip(tf32, truth, sensitivity, strict=True)
@@ -950,6 +937,14 @@ class ReferenceRole:
         if [o.shape for o in out] != [o.shape for o in fp32]:
             raise ValueError("float64 run changed the output structure")
         return [o.detach().contiguous() for o in out]
+
+    def _sensitivity_now(self, inputs: list, truth: list[torch.Tensor], seed: int) -> list:
+        """The sensitivity measured at the draw: from `inputs` as they are, under the state the
+        model holds (the case's, loaded by _draw_case, before any candidate saw either)."""
+        state = params.state_tensors(self.model)
+        return self._with_room(
+            lambda: self._sensitivity(lambda: (inputs, state, lambda: None), truth, seed)
+        )
 
     def _sensitivity(
         self, draw_run: Callable[[], tuple], truth: list[torch.Tensor], seed: int
@@ -1100,8 +1095,7 @@ class ReferenceRole:
         """The initial state in a block shared by every native case and the timing sets; made
         again from the private initial state when a candidate's thread has written into it."""
         if self.initial_block is not None:
-            now = {k: self._checksum(v) for k, v in self.initial_block.as_dict().items()}
-            if now != self._initial_checksums():
+            if self._state_checksums(self.initial_block.as_dict()) != self._initial_checksums():
                 self._retire_initial_block()
         if self.initial_block is None and self.initial_state:
             self.initial_block = shared.allocate(self.initial_state, self.device)
@@ -1120,7 +1114,7 @@ class ReferenceRole:
 
     def _initial_checksums(self) -> dict[str, int]:
         if self._initial_sums is None:
-            self._initial_sums = {k: self._checksum(v) for k, v in self.initial_state.items()}
+            self._initial_sums = self._state_checksums(self.initial_state)
         return self._initial_sums
 
     def _checksum(self, t: torch.Tensor) -> int:
@@ -1133,6 +1127,11 @@ class ReferenceRole:
             self.checksum_key,
             _stream(self.device),
         )
+
+    def _state_checksums(self, state: dict[str, torch.Tensor]) -> dict[str, int]:
+        """Keyed checksums of a state by name, each tensor's values in order (a non-contiguous
+        parameter of the model read like its contiguous copy in a block)."""
+        return {k: self._checksum(v.contiguous()) for k, v in state.items()}
 
     def _checksums(self, block: shared.Block) -> dict[Any, int]:
         return {key: self._checksum(t) for key, t in block.tensors()}
@@ -1150,8 +1149,7 @@ class ReferenceRole:
             return False
         if case.state is None or not case.state_checksums:
             return True
-        now = {k: self._checksum(v) for k, v in case.state.as_dict().items()}
-        if now == case.state_checksums:
+        if self._state_checksums(case.state.as_dict()) == case.state_checksums:
             return True
         if case.state is self.initial_block:
             self._retire_initial_block()

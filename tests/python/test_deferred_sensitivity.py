@@ -146,14 +146,14 @@ def _spec(truth: torch.Tensor) -> dict:
     }
 
 
-def _judge(role, case: reference.Case, output: torch.Tensor) -> dict:
-    """The reference's judge of `output` written into the candidate's slot, for case `case`."""
+def _judge(role, case: reference.Case | None, output: torch.Tensor, timing: int = 0) -> dict:
+    """The reference's judge of `output` written into the candidate's slot, for case `case`
+    (None: for timing set `timing`)."""
     role.cmd_share_slot({"outputs": [{"shape": list(output.shape), "dtype": "float32"}]})
     role.slot.as_list()[0].copy_(output)
-    truth = case.judged[0]
-    answer = role.cmd_judge(
-        {"id": case.figures["id"], "passes": [{"index": 0, "spec": _spec(truth)}]}
-    )
+    truth = case.judged[0] if case is not None else role.timing_judged[timing][0]
+    which = {"id": case.figures["id"]} if case is not None else {"timing": timing}
+    answer = role.cmd_judge({**which, "passes": [{"index": 0, "spec": _spec(truth)}]})
     return answer["outputs"][0] | {"inputs_mutated": answer["inputs_mutated"]}
 
 
@@ -403,10 +403,8 @@ def test_a_timing_set_of_a_case_that_cannot_be_drawn_again_is_not_deferred(tmp_p
     truth = role.timing_judged[0][0]
     out = truth.clone()
     out.view(-1)[0] += 1.0 + abs(float(truth.view(-1)[0]))
-    role.cmd_share_slot({"outputs": [{"shape": list(out.shape), "dtype": "float32"}]})
-    role.slot.as_list()[0].copy_(out.float())
-    answer = role.cmd_judge({"timing": 0, "passes": [{"index": 0, "spec": _spec(truth)}]})
-    assert answer["outputs"][0]["measurement"]["figures"]["elements_over"] == 1
+    judged = _judge(role, None, out.float(), timing=0)
+    assert judged["measurement"]["figures"]["elements_over"] == 1
 
 
 TRANSPOSED_WEIGHT = """
