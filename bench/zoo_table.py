@@ -58,6 +58,8 @@ def judge(entry: dict, result: dict | None) -> tuple[bool, str, list[str]]:
         ok = ok and not rejects
         if entry["flags"]:
             ok = ok and any(flag in present for flag in entry["flags"])
+    if entry.get("reason"):
+        ok = ok and entry["reason"] in result.get("reason", "")
     return ok, verdict, shown
 
 
@@ -86,8 +88,10 @@ def table(results_dir: Path) -> int:
         else:
             honest += 1
             false_pos += not ok
-        expected = entry["verdict"] + (
-            f" ({' or '.join(entry['flags'])})" if entry["flags"] else ""
+        expected = (
+            entry["verdict"]
+            + (f" ({' or '.join(entry['flags'])})" if entry["flags"] else "")
+            + (f", reason says '{entry['reason']}'" if entry.get("reason") else "")
         )
         device = entry["gpu_device"] + ("" if size_of(EXAMPLES / rel) == "small" else ", large")
         rows.append(

@@ -493,8 +493,14 @@ class ReferenceRole:
         return result
 
     def cmd_ping(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Alive and serving: a kept reference is checked before another candidate reuses it."""
-        return {"resident_bytes": self._resident_bytes(), "cases": len(self.cases)}
+        """Alive and serving: a kept reference is checked before another candidate reuses it.
+        With the memory free on its device now: read before and after a candidate's worker is
+        ended, the difference is what that worker held (eval/held_memory.hpp)."""
+        return {
+            "resident_bytes": self._resident_bytes(),
+            "cases": len(self.cases),
+            "memory": _memory_now(self.device),
+        }
 
     def cmd_roofline(self, request: dict[str, Any]) -> dict[str, Any]:
         """FLOPs and compulsory bytes of one reference forward on the first timing set, and,

@@ -9,8 +9,10 @@
 #include "eval/case_path.hpp"
 #include "eval/exchange.hpp"
 #include "eval/harness_faults.hpp"
+#include "eval/held_memory.hpp"
 #include "eval/memory_plan.hpp"
 #include "eval/phases.hpp"
+#include "eval/reference_work.hpp"
 #include "judge/audit.hpp"
 #include "judge/run_dir_listing.hpp"
 #include "judge/state_match.hpp"
@@ -84,6 +86,9 @@ class Evaluation {
           worker_ && worker_->process ? worker_->process->isolation() : json::object()};
       auto outcome = fault_outcome(error, stage_in_words(exchange_ ? exchange_->stage() : "start"),
                                    disk_places(), candidate);
+      if (outcome.fault && outcome.fault->kind == FaultKind::OutOfMemory) {
+        weigh_held_memory(outcome, result);
+      }
       fault = std::move(outcome.fault);
       if (outcome.candidate_failure) failure_ = outcome.candidate_failure;
       if (!outcome.error_detail.empty()) result.error_detail = outcome.error_detail;
@@ -281,6 +286,35 @@ class Evaluation {
                     fmt::format("the candidate loaded a library its build cache did not hold when "
                                 "this content was first built and loaded: {}",
                                 json(mismatches).dump()));
+    }
+  }
+
+  // kbv's memory ran out while the candidate's code had run: when its worker held more than the
+  // whole evaluation's plan, the fault is its doing (judge/held_memory.hpp). The figures go in the
+  // result either way. On a device this ends the worker (what came back is what it held).
+  void weigh_held_memory(FaultOutcome& outcome, Result& result) {
+    if (!candidate_ran_ || !worker_ || !worker_->process) return;
+    double planned = 0;
+    orchestrate::WorkerProcess* reference = nullptr;
+    if (lease_.session) {
+      planned = lease_.session->plan ? lease_.session->plan->working_bytes
+                                     : loaded_working_bytes_before_drawing(lease_.session->loaded);
+      reference = lease_.session->worker.get();
+    }
+    auto held = candidate_held_memory(*worker_->process, reference, request_.settings.cuda(),
+                                      request_.placement.shares_device, planned);
+    if (!held) return;
+    result.candidate["held_memory"] = {{"device", held->device},
+                                       {"held_bytes", held->held_bytes},
+                                       {"allowance_bytes", judge::held_allowance(*held)},
+                                       {"measured_by", held->measured_by}};
+    if (judge::held_beyond_plan(*held)) {
+      outcome.candidate_failure =
+          judge::StageFailure{Verdict::RuntimeError, judge::held_memory_reason(*held)};
+      if (outcome.error_detail.empty()) outcome.error_detail = outcome.fault->detail;
+      outcome.fault.reset();
+    } else {
+      outcome.fault->detail.append("\n").append(judge::held_memory_note(*held));
     }
   }
 

@@ -14,6 +14,11 @@ bool needs_retry_alone(const Result& result, int evaluations_on_device) {
          reference_memory;
 }
 
+int sharing_in_run(const std::string& device, int evaluations_on_device) {
+  const bool draws_ahead_beside = device.rfind("cuda", 0) == 0;
+  return evaluations_on_device + (draws_ahead_beside ? 1 : 0);
+}
+
 std::string first_attempt(const Result& result) {
   return fmt::format("{}: {}", to_string(result.verdict), judge::first_line(result.reason));
 }
@@ -21,6 +26,7 @@ std::string first_attempt(const Result& result) {
 void place_alone(eval::EvalRequest& request) {
   request.placement.gate = nullptr;
   request.placement.evaluations_per_device = 1;
+  request.placement.shares_device = false;
 }
 
 void mark_evaluated_alone(Result& result, const std::string& first_attempt) {

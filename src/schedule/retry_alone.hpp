@@ -30,6 +30,12 @@ namespace kbv::schedule {
 // `evaluations_on_device - 1` others, may have been caused by them.
 bool needs_retry_alone(const Result& result, int evaluations_on_device);
 
+// How many things of kbv run's allocate on `device` beside an evaluation there, counting it: its
+// device thread's evaluations, and on a GPU one more, the next problem's reference that draws
+// ahead beside even the device's only evaluation (its memory may be what ran out). On the host
+// the candidate's heap has a cap of its own (EvalLimits::max_host_memory_bytes).
+int sharing_in_run(const std::string& device, int evaluations_on_device);
+
 // "runtime_error: <the reason's first line>": the first attempt, as the flag names it.
 std::string first_attempt(const Result& result);
 

@@ -48,6 +48,20 @@ TEST(RetryAlone, ARuntimeErrorOrTimeoutOnASharedDeviceIsRetried) {
   EXPECT_FALSE(kbv::schedule::needs_retry_alone(disk, 2));
 }
 
+TEST(RetryAlone, AGpusOnlyEvaluationSharesItWithTheReferenceDrawnAhead) {
+  using kbv::schedule::needs_retry_alone;
+  using kbv::schedule::sharing_in_run;
+  EXPECT_EQ(sharing_in_run("cuda:0", 1), 2);
+  EXPECT_EQ(sharing_in_run("cuda:3", 4), 5);
+  EXPECT_EQ(sharing_in_run("cpu", 1), 1);
+  EXPECT_EQ(sharing_in_run("cpu", 2), 2);
+  Result oom = with(Verdict::HarnessError);
+  oom.harness_fault = HarnessFault{FaultKind::OutOfMemory, "drawing the cases", "CUDA OOM"};
+  EXPECT_TRUE(needs_retry_alone(oom, sharing_in_run("cuda:0", 1)));
+  EXPECT_TRUE(needs_retry_alone(with(Verdict::RuntimeError), sharing_in_run("cuda:0", 1)));
+  EXPECT_FALSE(needs_retry_alone(with(Verdict::RuntimeError), sharing_in_run("cpu", 1)));
+}
+
 TEST(RetryAlone, TheSecondAttemptNamesTheFirst) {
   const auto first = kbv::schedule::first_attempt(with(Verdict::Timeout));
   EXPECT_EQ(first, "timeout: it failed");
@@ -60,9 +74,11 @@ TEST(RetryAlone, TheSecondAttemptNamesTheFirst) {
   kbv::eval::EvalRequest request;
   request.placement.gate = &gate;
   request.placement.evaluations_per_device = 3;
+  request.placement.shares_device = true;
   kbv::schedule::place_alone(request);
   EXPECT_EQ(request.placement.gate, nullptr);
   EXPECT_EQ(request.placement.evaluations_per_device, 1);
+  EXPECT_FALSE(request.placement.shares_device);  // the device's memory figures are its own
 }
 
 TEST(RetryAlone, ARetryWaitsForTheDeviceAndNothingStartsBesideIt) {

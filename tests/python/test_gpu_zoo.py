@@ -309,6 +309,14 @@ def test_zoo_table_judge():
     assert not zoo_table.judge(
         honest, {"verdict": "correct", "flags": [{"id": "x", "severity": "reject"}]}
     )[0]
+    # A verdict whose reason must say why (a memory hog's runtime_error, not any crash).
+    hog = {"verdict": "runtime_error", "flags": [], "reason": "held"}
+    assert zoo_table.judge(
+        hog, {"verdict": "runtime_error", "reason": "... held 130 GB", "flags": []}
+    )[0]
+    assert not zoo_table.judge(
+        hog, {"verdict": "runtime_error", "reason": "CUDA OOM", "flags": []}
+    )[0]
 
 
 # -- end to end on a GPU ------------------------------------------------------------------------

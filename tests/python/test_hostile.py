@@ -54,12 +54,18 @@ def require_isolation(evaluation):
 
 @pytest.mark.e2e
 def test_isolation_report_of_an_honest_candidate(tmp_path, run_eval):
-    evaluation = run_eval(RELU, candidate(tmp_path, "honest", ""))
+    # It also reads that the host's out-of-memory killer would take it first.
+    first_to_go = """
+    with open("/proc/self/oom_score_adj") as adj:
+        assert adj.read().strip() == "1000"
+    """
+    evaluation = run_eval(RELU, candidate(tmp_path, "honest", first_to_go))
     isolation = require_isolation(evaluation)
-    assert evaluation.verdict == "correct"
+    assert evaluation.verdict == "correct", evaluation.result["reason"]
     for layer in ("network_isolated", "read_only_root", "pid_namespace", "capabilities_dropped"):
         assert isolation[layer] is True, layer
     assert isolation["private_root"]["done"] is True
+    assert isolation["oom_score_adj"] == 1000
 
 
 @pytest.mark.e2e
