@@ -161,7 +161,10 @@ class CandidateRole:
         finally:
             if request.get("keep"):
                 self.kept[block.token] = block
-            elif not request.get("reuse"):
+            else:
+                # A kept block serves one same-buffers run; then it goes like any other, or its
+                # memory (a whole case's inputs) would stay mapped here until the worker ends.
+                self.kept.pop(request.get("reuse", ""), None)
                 block.revoke()
 
     def _load_state(self, layout: dict[str, Any] | None, fds: list[int]) -> None:

@@ -493,14 +493,8 @@ class ReferenceRole:
         return result
 
     def cmd_ping(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Alive and serving: a kept reference is checked before another candidate reuses it.
-        With the memory free on its device now: read before and after a candidate's worker is
-        ended, the difference is what that worker held (eval/held_memory.hpp)."""
-        return {
-            "resident_bytes": self._resident_bytes(),
-            "cases": len(self.cases),
-            "memory": _memory_now(self.device),
-        }
+        """Alive and serving: a kept reference is checked before another candidate reuses it."""
+        return {"resident_bytes": self._resident_bytes(), "cases": len(self.cases)}
 
     def cmd_roofline(self, request: dict[str, Any]) -> dict[str, Any]:
         """FLOPs and compulsory bytes of one reference forward on the first timing set, and,
@@ -1321,10 +1315,13 @@ def _finite_or_str(value: float) -> float | str:
     return value
 
 
-def _memory_now(device: torch.device) -> dict[str, int]:
+def _memory_now(device: torch.device) -> dict[str, int | str]:
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
-        return {"kind": "device", "free_bytes": free, "total_bytes": total}
+        # The GPU by its UUID, which the driver's process list (NVML) is keyed by whatever
+        # CUDA_VISIBLE_DEVICES says: src/eval/held_memory.hpp reads it there.
+        uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
+        return {"kind": "device", "free_bytes": free, "total_bytes": total, "uuid": uuid}
     available = 0
     try:
         with open("/proc/meminfo") as meminfo:

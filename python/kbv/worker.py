@@ -117,10 +117,40 @@ def _resource(error: BaseException) -> str | None:
     return None
 
 
+# An out-of-memory error of the device rather than the host: torch's (CUDA) OutOfMemoryError,
+# the driver's and the runtime's words.
+_DEVICE_MEMORY_WORDS = (
+    "CUDA out of memory",
+    "CUDA_ERROR_OUT_OF_MEMORY",
+    "cudaErrorMemoryAllocation",
+)
+
+
+def _memory_of(error: BaseException) -> str:
+    """Which memory an out-of-memory error ran out of: "device" or "host". The orchestrator
+    weighs what the candidate held of the device's (src/judge/held_memory.hpp)."""
+    seen = 0
+    current: BaseException | None = error
+    while current is not None and seen < 8:
+        seen += 1
+        if type(current).__name__ == "OutOfMemoryError":
+            return "device"
+        try:
+            text = str(current)
+        except Exception:  # noqa: BLE001 - a hosted exception whose __str__ raises
+            text = ""
+        if any(words in text for words in _DEVICE_MEMORY_WORDS):
+            return "device"
+        current = current.__cause__ or current.__context__
+    return "host"
+
+
 def _with_resource(payload: dict, error: BaseException) -> dict:
     resource = _resource(error)
     if resource:
         payload["resource"] = resource
+    if resource == "out_of_memory":
+        payload["memory"] = _memory_of(error)
     return payload
 
 

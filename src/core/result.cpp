@@ -43,7 +43,9 @@ std::string_view to_string(FaultKind kind) {
 }
 
 nlohmann::json HarnessFault::to_json() const {
-  return {{"kind", to_string(kind)}, {"stage", stage}, {"detail", detail}};
+  nlohmann::json out = {{"kind", to_string(kind)}, {"stage", stage}, {"detail", detail}};
+  if (!memory.empty()) out["memory"] = memory;
+  return out;
 }
 
 std::string HarnessFault::reason() const {

@@ -84,11 +84,6 @@ struct EvalPlacement {
   // gives each reference session its share, and an evaluation too large for its share takes
   // the device alone (eval/memory_plan.hpp).
   int evaluations_per_device = 1;
-  // Something else of kbv's may allocate on the device while this evaluation runs (kbv run: the
-  // other evaluations there, the next problem's reference drawn ahead; kbv serve: its other
-  // evaluations). A device-wide memory figure is then not this evaluation's own: memory the
-  // candidate held is only read where nothing else shares the device (eval/held_memory.hpp).
-  bool shares_device = false;
   // A worker started ahead for this very candidate (start_candidate_worker): kbv run starts
   // each device thread's next candidate's worker while the current one is evaluated. Used when
   // it is still alive and was started for the same file; otherwise one is started here.

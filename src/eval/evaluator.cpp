@@ -289,32 +289,42 @@ class Evaluation {
     }
   }
 
-  // kbv's memory ran out while the candidate's code had run: when its worker held more than the
-  // whole evaluation's plan, the fault is its doing (judge/held_memory.hpp). The figures go in the
-  // result either way. On a device this ends the worker (what came back is what it held).
+  // The reference ran out of device memory while the candidate's code had run: when the
+  // candidate's processes held more than the whole evaluation's plan, the fault is its doing
+  // (judge/held_memory.hpp). Read at once from the driver, per process; the figures go in the
+  // result either way. Never throws: a reading kbv cannot take leaves the fault kbv's.
   void weigh_held_memory(FaultOutcome& outcome, Result& result) {
-    if (!candidate_ran_ || !worker_ || !worker_->process) return;
-    double planned = 0;
-    orchestrate::WorkerProcess* reference = nullptr;
-    if (lease_.session) {
-      planned = lease_.session->plan ? lease_.session->plan->working_bytes
-                                     : loaded_working_bytes_before_drawing(lease_.session->loaded);
-      reference = lease_.session->worker.get();
+    if (outcome.fault->memory != "device" || !request_.settings.cuda()) return;
+    if (!candidate_ran_ || !worker_ || !worker_->process || !lease_.session ||
+        !lease_.session->worker) {
+      return;
     }
-    auto held = candidate_held_memory(*worker_->process, reference, request_.settings.cuda(),
-                                      request_.placement.shares_device, planned);
-    if (!held) return;
-    result.candidate["held_memory"] = {{"device", held->device},
-                                       {"held_bytes", held->held_bytes},
-                                       {"allowance_bytes", judge::held_allowance(*held)},
-                                       {"measured_by", held->measured_by}};
-    if (judge::held_beyond_plan(*held)) {
-      outcome.candidate_failure =
-          judge::StageFailure{Verdict::RuntimeError, judge::held_memory_reason(*held)};
-      if (outcome.error_detail.empty()) outcome.error_detail = outcome.fault->detail;
-      outcome.fault.reset();
-    } else {
-      outcome.fault->detail.append("\n").append(judge::held_memory_note(*held));
+    try {
+      const ReferenceSession& session = *lease_.session;
+      const double planned = session.plan ? session.plan->working_bytes
+                                          : loaded_working_bytes_before_drawing(session.loaded);
+      const std::string uuid =
+          session.loaded.value("memory", json::object()).value("uuid", std::string());
+      std::string why;
+      auto held =
+          candidate_held_memory(worker_->process->pid(), session.worker->pid(), uuid, planned, why);
+      if (!held) {
+        result.candidate["held_memory"] = {{"unknown", why}};
+        return;
+      }
+      result.candidate["held_memory"] = {{"held_bytes", held->held_bytes},
+                                         {"allowance_bytes", judge::held_allowance(*held)},
+                                         {"measured_by", held->measured_by}};
+      if (judge::held_beyond_plan(*held)) {
+        outcome.candidate_failure =
+            judge::StageFailure{Verdict::RuntimeError, judge::held_memory_reason(*held)};
+        if (outcome.error_detail.empty()) outcome.error_detail = outcome.fault->detail;
+        outcome.fault.reset();
+      } else {
+        outcome.fault->detail.append("\n").append(judge::held_memory_note(*held));
+      }
+    } catch (const std::exception& error) {
+      result.candidate["held_memory"] = {{"unknown", error.what()}};
     }
   }
 

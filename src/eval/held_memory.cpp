@@ -1,12 +1,9 @@
 #include "eval/held_memory.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <map>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace kbv::eval {
@@ -14,115 +11,86 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Status {
-  pid_t parent = 0;
-  double resident_bytes = 0;
-};
-
-// "PPid:", "RssAnon:" and "RssShmem:" of one status file (kB figures); nullopt when unreadable
-// (the process ended while the folder was walked).
-std::optional<Status> read_status(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) return std::nullopt;
-  Status status;
-  bool parent_seen = false;
+// The parent of one process from its status file ("PPid:"); nullopt when unreadable (the
+// process ended while the folder was walked).
+std::optional<pid_t> parent_of(const fs::path& status_file) {
+  std::ifstream in(status_file);
   std::string key;
   while (in >> key) {
     if (key == "PPid:") {
-      in >> status.parent;
-      parent_seen = true;
-    } else if (key == "RssAnon:" || key == "RssShmem:") {
-      double kilobytes = 0;
-      in >> kilobytes;
-      status.resident_bytes += kilobytes * 1024.0;
+      pid_t parent = 0;
+      if (in >> parent) return parent;
+      return std::nullopt;
     }
     std::string rest;
     std::getline(in, rest);
   }
-  if (!parent_seen) return std::nullopt;
-  return status;
+  return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<double> resident_bytes_of_tree(pid_t root, const fs::path& proc) {
-  std::map<pid_t, Status> processes;
+std::set<pid_t> process_tree(pid_t root, const fs::path& proc) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  bool root_seen = false;
   std::error_code error;
   for (fs::directory_iterator it(proc, error), end; !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
-    if (auto status = read_status(it->path() / "status")) {
-      processes[static_cast<pid_t>(std::stol(name))] = *status;
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    if (auto parent = parent_of(it->path() / "status")) {
+      children[*parent].push_back(pid);
+      root_seen = root_seen || pid == root;
     }
   }
-  if (!processes.count(root)) return std::nullopt;
-  std::map<pid_t, std::vector<pid_t>> children;
-  for (const auto& [pid, status] : processes) children[status.parent].push_back(pid);
-  double total = 0;
-  std::set<pid_t> seen;
+  std::set<pid_t> tree;
+  if (!root_seen) return tree;
   std::vector<pid_t> pending{root};
   while (!pending.empty()) {
     const pid_t pid = pending.back();
     pending.pop_back();
-    if (!seen.insert(pid).second) continue;
-    total += processes[pid].resident_bytes;
+    if (!tree.insert(pid).second) continue;
     for (pid_t child : children[pid]) pending.push_back(child);
   }
-  return total;
+  return tree;
 }
 
-std::optional<double> memory_returned_by(const std::function<std::optional<double>()>& free_now,
-                                         const std::function<void()>& end, Settle settle) {
-  const auto before = free_now();
-  if (!before) return std::nullopt;
-  end();
-  const auto ended = std::chrono::steady_clock::now();
-  const auto deadline = ended + settle.limit;
-  auto last = free_now();
-  if (!last) return std::nullopt;
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(settle.interval);
-    const auto now = free_now();
-    if (!now) return std::nullopt;
-    const bool agree = std::abs(*now - *last) <= settle.tolerance;
-    last = now;
-    if (agree && std::chrono::steady_clock::now() >= ended + settle.minimum) break;
+std::optional<double> held_on_device(const std::vector<DeviceProcess>& listing,
+                                     const std::set<pid_t>& candidate,
+                                     const std::set<pid_t>& reference) {
+  const bool numbering_shared = std::any_of(
+      listing.begin(), listing.end(), [&](const auto& p) { return reference.count(p.pid) > 0; });
+  if (!numbering_shared) return std::nullopt;
+  double held = 0;
+  for (const auto& p : listing) {
+    if (!candidate.count(p.pid)) continue;
+    if (!p.used_bytes) return std::nullopt;
+    held += *p.used_bytes;
   }
-  return std::max(0.0, *last - *before);
-}
-
-std::optional<judge::HeldMemory> candidate_held_memory(orchestrate::WorkerProcess& candidate,
-                                                       orchestrate::WorkerProcess* reference,
-                                                       bool device, bool shares_device,
-                                                       double planned_bytes) {
-  judge::HeldMemory held;
-  held.device = device;
-  held.planned_bytes = planned_bytes;
-  if (!device) {
-    auto resident = resident_bytes_of_tree(candidate.pid());
-    if (!resident) return std::nullopt;
-    held.held_bytes = *resident;
-    held.measured_by = "resident in its processes (RssAnon + RssShmem)";
-    return held;
-  }
-  if (shares_device || reference == nullptr) return std::nullopt;
-  auto free_now = [&]() -> std::optional<double> {
-    try {
-      auto answer = reference->call(orchestrate::worker_request(orchestrate::cmd::kPing),
-                                    std::chrono::seconds(30));
-      if (!answer.ok()) return std::nullopt;
-      const auto& memory = answer.result.at("memory");
-      if (memory.value("kind", "") != "device") return std::nullopt;
-      return memory.at("free_bytes").get<double>();
-    } catch (const std::exception&) {
-      return std::nullopt;  // a reading kbv cannot take: nothing is blamed on the candidate
-    }
-  };
-  auto returned = memory_returned_by(free_now, [&] { candidate.stop(); });
-  if (!returned) return std::nullopt;
-  held.held_bytes = *returned;
-  held.measured_by = "free device memory that came back once its worker was ended";
   return held;
+}
+
+std::optional<judge::HeldMemory> candidate_held_memory(pid_t candidate_pid, pid_t reference_pid,
+                                                       const std::string& device_uuid,
+                                                       double planned_bytes, std::string& why) {
+  if (device_uuid.empty()) {
+    why = "the reference did not name its GPU";
+    return std::nullopt;
+  }
+  auto listing = processes_on_device(device_uuid, why);
+  if (!listing) return std::nullopt;
+  const auto candidate = process_tree(candidate_pid);
+  const auto reference = process_tree(reference_pid);
+  auto held = held_on_device(*listing, candidate, reference);
+  if (!held) {
+    why =
+        "the driver's process list does not show kbv's reference worker with this side's "
+        "process numbers, or gives no figure for the candidate's";
+    return std::nullopt;
+  }
+  return judge::HeldMemory{*held, planned_bytes,
+                           "the driver's account of its processes (NVML), read when the "
+                           "reference ran out"};
 }
 
 }  // namespace kbv::eval

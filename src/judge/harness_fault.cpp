@@ -44,7 +44,9 @@ std::optional<HarnessFault> classify_reference_failure(const Response& answer,
   if (answer.resource == "out_of_memory") {
     // The reference's allocations are kbv's budget (its forward on kbv's inputs, its copies):
     // not the candidate's, and a problem that fits on a machine with more room is not broken.
-    return HarnessFault{FaultKind::OutOfMemory, stage, first_line(answer.message)};
+    HarnessFault fault{FaultKind::OutOfMemory, stage, first_line(answer.message)};
+    fault.memory = answer.memory;
+    return fault;
   }
   if (answer.resource == "disk_full") {
     return HarnessFault{FaultKind::DiskFull, stage, first_line(answer.message)};

@@ -3,29 +3,27 @@
 // held on purpose"). A candidate whose process takes the device's free memory after its first
 // forward makes the reference's next allocation (a case's draw, a deferred sensitivity's
 // float64 runs) fail; as a harness fault that would leave a wrong candidate out of every figure,
-// a reward hack. The facts are kbv's own: the memory that came back to the device when the
-// candidate's worker was ended (read by the trusted reference worker), or the resident memory
-// of the candidate's processes (read from /proc by the orchestrator). Pure; the facts are
-// gathered by eval/held_memory.
+// a reward hack. The facts are kbv's own: the device memory the driver accounts to the
+// candidate's processes, read from outside its sandbox when the trusted reference reported that
+// its device allocation failed. Pure; the facts are gathered by eval/held_memory.
 #pragma once
 
 #include <string>
 
 namespace kbv::judge {
 
+// Device memory only: on the host the candidate's heap has a cap on the CPU path, and a host
+// that runs out has the kernel's OOM killer act, not an allocation fail.
 struct HeldMemory {
-  bool device = false;       // device memory (a GPU), else host memory
   double held_bytes = 0;     // what the candidate's processes held
   double planned_bytes = 0;  // what the whole evaluation may hold at its peak (its memory plan)
   std::string measured_by;   // how held_bytes was read, in words
 };
 
-// What an honest candidate's processes hold beside any plan. On a GPU: the CUDA context, the
+// What an honest candidate's process holds on a GPU beside any plan: the CUDA context, the
 // handles and workspaces of cuBLAS and cuDNN, the caching allocator's blocks (about 1 GB on the
-// H200 with torch imported and a forward run). On the host: the interpreter, torch and their
-// heaps (0.3-0.6 GB).
+// H200 with torch imported and a forward run).
 inline constexpr double kDeviceHeldFloor = 4.0 * (1ULL << 30);
-inline constexpr double kHostHeldFloor = 2.0 * (1ULL << 30);
 
 // The most the candidate may hold without being blamed: its evaluation's whole plan (reference
 // and candidate together at their peak), and never less than the floor.

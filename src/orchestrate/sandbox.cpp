@@ -310,11 +310,6 @@ std::string apply_sandbox_in_child(const SandboxOptions& options) {
   if (options.max_data_bytes) {
     report["max_data_bytes"] = set_limit(RLIMIT_DATA, options.max_data_bytes);
   }
-  if (options.oom_score_adj != 0) {
-    std::ofstream adj("/proc/self/oom_score_adj");
-    adj << options.oom_score_adj << std::flush;
-    report["oom_score_adj"] = adj.good() ? nlohmann::json(options.oom_score_adj) : nullptr;
-  }
 
   bool namespaces = false;
   report["namespaces"] = enter_namespaces(namespaces);

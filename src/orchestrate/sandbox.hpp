@@ -41,11 +41,6 @@ struct SandboxOptions {
   // and what the candidate writes there (`/tmp/cuda_extensions`, as KernelBench candidates do)
   // goes into this folder. Empty: /tmp stays as the rest of the file system (read-only).
   std::filesystem::path private_tmp;
-  // The kernel's out-of-memory killer takes this process before others when the host runs out
-  // (1000: first). A candidate's heap has a cap only on the CPU path (max_data_bytes); on a GPU
-  // machine one that fills the host's memory must not get kbv's reference killed instead, a
-  // harness fault. 0: left as inherited (raising it needs no privilege, lowering does).
-  int oom_score_adj = 0;
 };
 
 // Runs in the forked child, before exec. The orchestrator forks only while single-threaded, so

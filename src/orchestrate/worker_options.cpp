@@ -70,10 +70,8 @@ WorkerOptions worker_options(const WorkerSpec& spec) {
       box.max_cpu_seconds = 3600 + static_cast<unsigned long long>(spec.compile_timeout.count());
       box.quota_dir = dir / "scratch";
       box.quota_bytes = spec.scratch_quota_bytes;
-      // Host memory cap on the CPU path (CUDA maps large private regions of its own); on either,
-      // the first the out-of-memory killer takes.
+      // Host memory cap on the CPU path (CUDA maps large private regions of its own).
       if (!spec.cuda) box.max_data_bytes = spec.max_host_memory_bytes;
-      box.oom_score_adj = kCandidateOomScoreAdj;
       break;
     }
     case WorkerKind::Build:
@@ -90,7 +88,6 @@ WorkerOptions worker_options(const WorkerSpec& spec) {
       options.sandbox.private_root = spec.work_root;
       options.sandbox.quota_dir = dir;
       options.sandbox.quota_bytes = spec.scratch_quota_bytes;
-      options.sandbox.oom_score_adj = kCandidateOomScoreAdj;  // the candidate's code runs here
       break;
   }
   return options;

@@ -42,8 +42,6 @@ struct WorkerSpec {
 inline constexpr int kBuildNice = 10;
 // Processes a sandboxed worker may start beyond those its user already runs (compilers, ninja).
 inline constexpr unsigned long long kMaxNewProcesses = 512;
-// The candidate's and the build's processes go first when the host runs out of memory.
-inline constexpr int kCandidateOomScoreAdj = 1000;
 
 // Pure: the folders it names (a candidate's or build's scratch/home and scratch/tmp among them)
 // are made by the caller (make_scratch_folders).

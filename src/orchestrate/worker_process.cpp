@@ -11,9 +11,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 #include <system_error>
+#include <vector>
 
 #include "orchestrate/call_trace.hpp"
 
@@ -24,6 +27,38 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// Every process descended from `root` (not `root` itself), from /proc's status files: the
+// sandbox's first process in its PID namespace and whatever it started.
+std::vector<pid_t> descendants_of(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it("/proc", error), end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream status(it->path() / "status");
+    std::string key;
+    while (status >> key) {
+      if (key == "PPid:") {
+        pid_t parent = 0;
+        if (status >> parent) children[parent].push_back(static_cast<pid_t>(std::stol(name)));
+        break;
+      }
+      std::string rest;
+      std::getline(status, rest);
+    }
+  }
+  std::vector<pid_t> out;
+  std::vector<pid_t> pending = children[root];
+  while (!pending.empty()) {
+    const pid_t pid = pending.back();
+    pending.pop_back();
+    out.push_back(pid);
+    for (pid_t child : children[pid]) pending.push_back(child);
+  }
+  return out;
+}
 
 void write_all(int fd, const std::string& text) {
   size_t done = 0;
@@ -390,6 +425,7 @@ Response WorkerProcess::receive_answer(std::chrono::milliseconds timeout) {
   r.message = text("message", "");
   r.detail = text("detail", "");
   r.resource = text("resource", "");
+  r.memory = text("memory", "");
   return r;
 }
 
@@ -416,7 +452,15 @@ Response WorkerProcess::died(std::string what) {
 }
 
 void WorkerProcess::kill_group() {
+  // Every process below the worker by name, found before anything is killed (a process whose
+  // parent died is another's child): one that left the group (setsid) and cleared its
+  // parent-death signal would outlive its relay otherwise, still holding its device memory.
+  // Killing the first process of a PID namespace ends all of it; without a namespace each is
+  // killed.
+  std::vector<pid_t> below;
+  if (pid_ > 0) below = descendants_of(pid_);
   if (group_ > 0) ::kill(-group_, SIGKILL);  // whatever it started, even after it exited
+  for (pid_t pid : below) ::kill(pid, SIGKILL);
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     int status = 0;

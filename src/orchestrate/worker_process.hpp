@@ -50,6 +50,8 @@ struct Response {
   // the exception's type and errno (python/kbv/worker.py). Trusted only from the reference: the
   // candidate's process can write anything on its own channel (judge/harness_fault.hpp).
   std::string resource;
+  // Error with resource "out_of_memory": which memory ran out, "device" or "host".
+  std::string memory;
   // Died: the worker sent a line that is not a message (rather than exiting or closing).
   bool malformed = false;
   // Died (malformed too): a well-formed answer that names another request than the one in

@@ -6,18 +6,15 @@
 
 namespace kbv::schedule {
 
-bool needs_retry_alone(const Result& result, int evaluations_on_device) {
-  if (evaluations_on_device <= 1) return false;
+bool needs_retry_alone(const Result& result, int evaluations_on_device, bool draws_ahead_beside) {
   const bool reference_memory = result.verdict == Verdict::HarnessError && result.harness_fault &&
                                 result.harness_fault->kind == FaultKind::OutOfMemory;
+  if (evaluations_on_device <= 1) return draws_ahead_beside && reference_memory;
   return result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout ||
          reference_memory;
 }
 
-int sharing_in_run(const std::string& device, int evaluations_on_device) {
-  const bool draws_ahead_beside = device.rfind("cuda", 0) == 0;
-  return evaluations_on_device + (draws_ahead_beside ? 1 : 0);
-}
+bool draws_ahead_beside(const std::string& device) { return device.rfind("cuda", 0) == 0; }
 
 std::string first_attempt(const Result& result) {
   return fmt::format("{}: {}", to_string(result.verdict), judge::first_line(result.reason));
@@ -26,7 +23,6 @@ std::string first_attempt(const Result& result) {
 void place_alone(eval::EvalRequest& request) {
   request.placement.gate = nullptr;
   request.placement.evaluations_per_device = 1;
-  request.placement.shares_device = false;
 }
 
 void mark_evaluated_alone(Result& result, const std::string& first_attempt) {

@@ -27,14 +27,16 @@
 namespace kbv::schedule {
 
 // The rule: true when `result`, from an evaluation that shared its device with
-// `evaluations_on_device - 1` others, may have been caused by them.
-bool needs_retry_alone(const Result& result, int evaluations_on_device);
+// `evaluations_on_device - 1` others, may have been caused by them; with `draws_ahead_beside`,
+// its reference running out of device memory also when it was the device's only evaluation.
+bool needs_retry_alone(const Result& result, int evaluations_on_device,
+                       bool draws_ahead_beside = false);
 
-// How many things of kbv run's allocate on `device` beside an evaluation there, counting it: its
-// device thread's evaluations, and on a GPU one more, the next problem's reference that draws
-// ahead beside even the device's only evaluation (its memory may be what ran out). On the host
-// the candidate's heap has a cap of its own (EvalLimits::max_host_memory_bytes).
-int sharing_in_run(const std::string& device, int evaluations_on_device);
+// kbv run draws the next problem's cases ahead on `device` beside the evaluation in progress
+// there, even the device's only one: on a GPU that memory may be what its reference ran out of.
+// (On the host the memory plan's budget comes from what is free, and the candidate's heap has a
+// cap of its own.)
+bool draws_ahead_beside(const std::string& device);
 
 // "runtime_error: <the reason's first line>": the first attempt, as the flag names it.
 std::string first_attempt(const Result& result);

@@ -146,7 +146,6 @@ class DeviceThread {
     // next problem prepares ahead on it, and a timing run must exclude both.
     eval.placement.gate = gate_;
     eval.placement.evaluations_per_device = evaluations_on_device_;
-    eval.placement.shares_device = true;  // with the next problem's reference, drawn ahead
     return eval;
   }
 
@@ -288,7 +287,7 @@ class DeviceThread {
     eval.placement.prestarted = std::move(ahead);
     auto result = evaluate_guarded(i, eval);
     if (!result) return true;
-    if (needs_retry_alone(*result, sharing_in_run(device_, evaluations_on_device_))) {
+    if (needs_retry_alone(*result, evaluations_on_device_, draws_ahead_beside(device_))) {
       const std::string first = first_attempt(*result);
       run_.alone.defer(device_, {i, first, built_in});
       std::lock_guard guard(run_.lock);

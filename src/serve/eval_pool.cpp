@@ -189,7 +189,6 @@ void EvalPool::evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& r
   request.placement.reference = &reference;
   request.placement.gate = gates_.at(device).get();
   request.placement.evaluations_per_device = sharing;
-  request.placement.shares_device = sharing > 1;
   request.placement.prestarted = std::move(prestarted);
   const std::string key =
       job_store_key(settings_.server, job.spec, job.problem_sha256, job.candidate_sha256, device);

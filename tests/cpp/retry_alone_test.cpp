@@ -48,18 +48,20 @@ TEST(RetryAlone, ARuntimeErrorOrTimeoutOnASharedDeviceIsRetried) {
   EXPECT_FALSE(kbv::schedule::needs_retry_alone(disk, 2));
 }
 
-TEST(RetryAlone, AGpusOnlyEvaluationSharesItWithTheReferenceDrawnAhead) {
+TEST(RetryAlone, AGpusOnlyEvaluationsReferenceOutOfMemoryIsRetriedAlone) {
+  // kbv run draws the next problem's cases ahead on a GPU beside its only evaluation: a
+  // reference out of device memory there may be that draw's doing. The candidate's own failures
+  // stand: it was the device's only candidate.
+  using kbv::schedule::draws_ahead_beside;
   using kbv::schedule::needs_retry_alone;
-  using kbv::schedule::sharing_in_run;
-  EXPECT_EQ(sharing_in_run("cuda:0", 1), 2);
-  EXPECT_EQ(sharing_in_run("cuda:3", 4), 5);
-  EXPECT_EQ(sharing_in_run("cpu", 1), 1);
-  EXPECT_EQ(sharing_in_run("cpu", 2), 2);
+  EXPECT_TRUE(draws_ahead_beside("cuda:0"));
+  EXPECT_FALSE(draws_ahead_beside("cpu"));
   Result oom = with(Verdict::HarnessError);
   oom.harness_fault = HarnessFault{FaultKind::OutOfMemory, "drawing the cases", "CUDA OOM"};
-  EXPECT_TRUE(needs_retry_alone(oom, sharing_in_run("cuda:0", 1)));
-  EXPECT_TRUE(needs_retry_alone(with(Verdict::RuntimeError), sharing_in_run("cuda:0", 1)));
-  EXPECT_FALSE(needs_retry_alone(with(Verdict::RuntimeError), sharing_in_run("cpu", 1)));
+  EXPECT_TRUE(needs_retry_alone(oom, 1, draws_ahead_beside("cuda:0")));
+  EXPECT_FALSE(needs_retry_alone(oom, 1, draws_ahead_beside("cpu")));
+  EXPECT_FALSE(needs_retry_alone(with(Verdict::RuntimeError), 1, draws_ahead_beside("cuda:0")));
+  EXPECT_FALSE(needs_retry_alone(with(Verdict::Timeout), 1, true));
 }
 
 TEST(RetryAlone, TheSecondAttemptNamesTheFirst) {
@@ -74,11 +76,9 @@ TEST(RetryAlone, TheSecondAttemptNamesTheFirst) {
   kbv::eval::EvalRequest request;
   request.placement.gate = &gate;
   request.placement.evaluations_per_device = 3;
-  request.placement.shares_device = true;
   kbv::schedule::place_alone(request);
   EXPECT_EQ(request.placement.gate, nullptr);
   EXPECT_EQ(request.placement.evaluations_per_device, 1);
-  EXPECT_FALSE(request.placement.shares_device);  // the device's memory figures are its own
 }
 
 TEST(RetryAlone, ARetryWaitsForTheDeviceAndNothingStartsBesideIt) {

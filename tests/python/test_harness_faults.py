@@ -481,87 +481,12 @@ def test_the_reference_out_of_memory_is_a_harness_error_retried_by_a_rerun(tmp_p
     assert result["harness_fault"]["kind"] == "out_of_memory", result["harness_fault"]
     assert result["limits"]["reference_address_space_bytes"] == cap
     assert "could not be evaluated" not in capped.stdout  # not reported as a broken problem
-    # What the honest candidate's processes held was read, and was within its allowance.
-    held = result["candidate"]["held_memory"]
-    assert 0 < held["held_bytes"] < held["allowance_bytes"], held
-    assert "held" in result["harness_fault"]["detail"], result["harness_fault"]
+    # Host memory: what the candidate held is not weighed (src/judge/held_memory.hpp).
+    assert result["harness_fault"]["memory"] == "host", result["harness_fault"]
+    assert "held_memory" not in result["candidate"]
 
     again = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr
     assert "1 stored harness error evaluated again" in again.stdout
     (result,) = stored(db).values()
     assert result["verdict"] == "correct", result["reason"]
-
-
-# The same reference, but its first forward waits before it runs out: the candidate's import has
-# taken its memory by then.
-SLOW_HUNGRY_RELU = """
-import time
-import torch
-import torch.nn as nn
-
-_calls = [0]
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        _calls[0] += 1
-        if _calls[0] == 1:
-            time.sleep(20)
-        workspace = torch.empty(12 << 30, dtype=torch.uint8)
-        del workspace
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.rand(16, 1024)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-# Takes 3 GiB of host memory at import (every page written) and keeps it: more than a tiny
-# problem's whole evaluation plans, more than the 2 GiB floor of an honest process.
-MEMORY_HOG_RELU = """
-import torch
-from torch import nn
-
-_held = torch.ones(3 << 28, dtype=torch.float32)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-"""
-
-
-@pytest.mark.e2e
-def test_the_reference_out_of_memory_while_the_candidate_hogs_it_is_its_runtime_error(
-    tmp_path, cache_dir
-):
-    """The reference runs out of memory while the candidate's processes hold more than the whole
-    evaluation plans: the candidate's doing (judge/held_memory.hpp), so its runtime_error with
-    the figures, not a harness_error that would leave it out of every figure. Its honest twin is
-    test_the_reference_out_of_memory_is_a_harness_error_retried_by_a_rerun: the same fault beside
-    a candidate that holds little stays kbv's."""
-    problems = tmp_path / "problems" / "level1"
-    write(problems / "3_ReLU.py", SLOW_HUNGRY_RELU)
-    write(tmp_path / "cands" / "plain" / "level1" / "3_ReLU.py", MEMORY_HOG_RELU)
-    db = tmp_path / "results.sqlite"
-    command = kbv_run(problems.parent, tmp_path / "cands", db, cache_dir)
-    cap = (8 << 30) + (os.cpu_count() or 1) * (128 << 20)
-    capped = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env_with(KBV_REFERENCE_ADDRESS_SPACE_BYTES=cap),
-    )
-    assert capped.returncode == 0, capped.stderr
-    (result,) = stored(db).values()
-    assert result["verdict"] == "runtime_error", result["reason"]
-    assert "held" in result["reason"] and "host memory" in result["reason"], result["reason"]
-    assert result.get("harness_fault") is None
-    held = result["candidate"]["held_memory"]
-    assert held["held_bytes"] > 3e9 and held["held_bytes"] > held["allowance_bytes"], held

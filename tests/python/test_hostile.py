@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -54,18 +57,12 @@ def require_isolation(evaluation):
 
 @pytest.mark.e2e
 def test_isolation_report_of_an_honest_candidate(tmp_path, run_eval):
-    # It also reads that the host's out-of-memory killer would take it first.
-    first_to_go = """
-    with open("/proc/self/oom_score_adj") as adj:
-        assert adj.read().strip() == "1000"
-    """
-    evaluation = run_eval(RELU, candidate(tmp_path, "honest", first_to_go))
+    evaluation = run_eval(RELU, candidate(tmp_path, "honest", ""))
     isolation = require_isolation(evaluation)
-    assert evaluation.verdict == "correct", evaluation.result["reason"]
+    assert evaluation.verdict == "correct"
     for layer in ("network_isolated", "read_only_root", "pid_namespace", "capabilities_dropped"):
         assert isolation[layer] is True, layer
     assert isolation["private_root"]["done"] is True
-    assert isolation["oom_score_adj"] == 1000
 
 
 @pytest.mark.e2e
@@ -306,12 +303,17 @@ def test_scratch_quota_spares_a_small_scratch_file(tmp_path, run_eval, monkeypat
 @pytest.mark.e2e
 @pytest.mark.parametrize("sandboxed", [True, False], ids=["tmpfs", "watchdog"])
 def test_scratch_quota_catches_a_background_writer(tmp_path, run_eval, monkeypatch, sandboxed):
-    """A thread started at import fills the scratch folder while the candidate is idle: the
-    quota is checked while kbv waits on any worker, not only during the candidate's calls."""
+    """A thread started at import fills the scratch folder beside the candidate's own work: the
+    quota is checked while kbv waits on any worker, not only on the file the candidate returns.
+    The import waits until a write has failed (the tmpfs full) or the watchdog's interval has
+    passed, so the filling is over before the evaluation can end (under a loaded CI machine the
+    thread once lost the race to a whole evaluation of the ReLU)."""
     monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
     body = """
     import threading
     import time
+
+    _full = threading.Event()
 
     def _fill():
         index = 0
@@ -320,10 +322,12 @@ def test_scratch_quota_catches_a_background_writer(tmp_path, run_eval, monkeypat
                 with open(f"bg_{index}.bin", "wb") as handle:
                     handle.write(b"x" * (4 << 20))
             except OSError:
+                _full.set()
                 time.sleep(0.01)
             index += 1
 
     threading.Thread(target=_fill, daemon=True).start()
+    _full.wait(5)
     """
     extra = [] if sandboxed else ["--no-sandbox"]
     evaluation = run_eval(RELU, candidate(tmp_path, "background_filler", body), *extra)
@@ -559,3 +563,56 @@ def test_a_private_tmp_counts_in_the_scratch_quota(tmp_path, run_eval, monkeypat
     # sees it full first), and nothing reaches the machine's /tmp.
     assert "scratch quota exceeded" in reason or "No space left on device" in reason, reason
     assert not list(Path("/tmp").glob("kbv-fill-*.bin"))
+
+
+@pytest.mark.e2e
+def test_a_candidate_that_leaves_its_group_and_blocks_its_exit_is_still_ended(tmp_path, run_eval):
+    """It leaves its process group (setsid), clears its parent-death signal and keeps the
+    interpreter's lock in a blocking C call, so it never reaches its exit: killing its group and
+    its sandbox's relay would leave it running, holding its memory for every later evaluation.
+    kbv kills every process below its worker by name (orchestrate/worker_process.cpp)."""
+    marker = f"kbvsurv{os.getpid() % 100000}"
+    body = f"""
+    import ctypes
+    import threading
+    import time
+
+    libc = ctypes.CDLL(None)
+    libc.prctl(15, ctypes.c_char_p(b"{marker}"), 0, 0, 0)  # PR_SET_NAME: found below
+    os.setsid()
+    libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none
+
+
+    def _freeze():
+        ctypes.PyDLL(None).sleep(600)  # holds the interpreter's lock: no exit request is read
+    """
+    # After its first output is saved, the worker answers nothing more: the call times out.
+    forward = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        threading.Timer(0.2, _freeze).start()
+        return torch.relu(x)
+"""
+
+    def survivors() -> list[int]:
+        """Processes with the marker still running (a zombie has ended: it holds no memory, and
+        whoever inherited it reaps it in its own time)."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if not entry.name.isdigit() or (entry / "comm").read_text().strip() != marker:
+                    continue
+                if "State:\tZ" not in (entry / "status").read_text():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
+
+    evaluation = run_eval(RELU, candidate(tmp_path, "frozen", body, forward), "--timeout", "10")
+    try:
+        assert evaluation.verdict in ("timeout", "runtime_error"), evaluation.result["reason"]
+        time.sleep(0.5)
+        assert survivors() == []
+    finally:
+        for pid in survivors():
+            os.kill(pid, signal.SIGKILL)

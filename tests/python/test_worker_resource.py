@@ -20,6 +20,29 @@ from kbv import worker
 )
 def test_device_memory_shortages_are_out_of_memory(message):
     assert worker._resource(RuntimeError(message)) == "out_of_memory"
+    # ... of the device's: what the candidate held there is weighed (src/judge/held_memory.hpp)
+    error = worker._with_resource({}, RuntimeError(message))
+    assert error == {"resource": "out_of_memory", "memory": "device"}
+
+
+def test_host_memory_shortages_are_told_apart_from_the_devices():
+    torch = pytest.importorskip("torch")
+    for error in (
+        MemoryError(),
+        OSError(errno.ENOMEM, "Cannot allocate memory"),
+        RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 12 GB"),
+    ):
+        assert worker._with_resource({}, error) == {"resource": "out_of_memory", "memory": "host"}
+    device = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB")
+    assert worker._with_resource({}, device)["memory"] == "device"
+    try:
+        try:
+            raise device
+        except torch.OutOfMemoryError as inner:
+            raise RuntimeError("drawing the case failed") from inner
+    except RuntimeError as outer:
+        assert worker._with_resource({}, outer)["memory"] == "device"  # its cause is followed
+    assert "memory" not in worker._with_resource({}, ValueError("shapes do not match"))
 
 
 def test_a_cause_is_followed_and_disk_full_is_told_apart():
