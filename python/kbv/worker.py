@@ -88,6 +88,11 @@ _OUT_OF_MEMORY_WORDS = (
     # flush): seen on the H200 with six evaluations on the device (session 10, call 2), where
     # they were reported as kbv's internal fault instead of a memory shortage retried alone.
     "cudaErrorMemoryAllocation",
+    # torch's words when a raw cudaMalloc, a host allocation or a stream fails, and the
+    # libraries' when their workspace cannot be had.
+    "CUDA error: out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_ALLOC_FAILED",
 )
 
 
@@ -123,6 +128,9 @@ _DEVICE_MEMORY_WORDS = (
     "CUDA out of memory",
     "CUDA_ERROR_OUT_OF_MEMORY",
     "cudaErrorMemoryAllocation",
+    "CUDA error: out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_ALLOC_FAILED",
 )
 
 

@@ -86,9 +86,7 @@ class Evaluation {
           worker_ && worker_->process ? worker_->process->isolation() : json::object()};
       auto outcome = fault_outcome(error, stage_in_words(exchange_ ? exchange_->stage() : "start"),
                                    disk_places(), candidate);
-      if (outcome.fault && outcome.fault->kind == FaultKind::OutOfMemory) {
-        weigh_held_memory(outcome, result);
-      }
+      if (outcome.fault) weigh_held_memory(outcome, result);
       fault = std::move(outcome.fault);
       if (outcome.candidate_failure) failure_ = outcome.candidate_failure;
       if (!outcome.error_detail.empty()) result.error_detail = outcome.error_detail;
@@ -294,7 +292,7 @@ class Evaluation {
   // (judge/held_memory.hpp). Read at once from the driver, per process; the figures go in the
   // result either way. Never throws: a reading kbv cannot take leaves the fault kbv's.
   void weigh_held_memory(FaultOutcome& outcome, Result& result) {
-    if (outcome.fault->memory != "device" || !request_.settings.cuda()) return;
+    if (!weighs_held_memory(*outcome.fault, request_.settings.cuda())) return;
     if (!candidate_ran_ || !worker_ || !worker_->process || !lease_.session ||
         !lease_.session->worker) {
       return;

@@ -70,14 +70,19 @@ std::optional<double> held_on_device(const std::vector<DeviceProcess>& listing,
   return held;
 }
 
+bool weighs_held_memory(const HarnessFault& fault, bool cuda) {
+  return cuda && fault.kind == FaultKind::OutOfMemory && fault.memory == "device";
+}
+
 std::optional<judge::HeldMemory> candidate_held_memory(pid_t candidate_pid, pid_t reference_pid,
                                                        const std::string& device_uuid,
-                                                       double planned_bytes, std::string& why) {
+                                                       double planned_bytes, std::string& why,
+                                                       const ListDeviceProcesses& list) {
   if (device_uuid.empty()) {
     why = "the reference did not name its GPU";
     return std::nullopt;
   }
-  auto listing = processes_on_device(device_uuid, why);
+  auto listing = list(device_uuid, why);
   if (!listing) return std::nullopt;
   const auto candidate = process_tree(candidate_pid);
   const auto reference = process_tree(reference_pid);

@@ -8,11 +8,13 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "core/result.hpp"
 #include "eval/device_processes.hpp"
 #include "judge/held_memory.hpp"
 
@@ -31,12 +33,20 @@ std::optional<double> held_on_device(const std::vector<DeviceProcess>& listing,
                                      const std::set<pid_t>& candidate,
                                      const std::set<pid_t>& reference);
 
+// Whether `fault` is one to weigh the candidate's memory for: the reference reported that its
+// device allocation failed, in an evaluation on a GPU.
+bool weighs_held_memory(const HarnessFault& fault, bool cuda);
+
+// The driver's list of processes on a GPU (processes_on_device; a test gives its own).
+using ListDeviceProcesses = std::function<std::optional<std::vector<DeviceProcess>>(
+    const std::string& uuid, std::string& why)>;
+
 // The facts for the rule: the candidate's worker `candidate_pid` (its sandbox's relay, whose
 // descendants are the candidate's processes) and the reference's `reference_pid` on the GPU
 // `device_uuid`, with `planned_bytes` (the evaluation's memory plan). nullopt, with `why`, when
 // they cannot be told here.
-std::optional<judge::HeldMemory> candidate_held_memory(pid_t candidate_pid, pid_t reference_pid,
-                                                       const std::string& device_uuid,
-                                                       double planned_bytes, std::string& why);
+std::optional<judge::HeldMemory> candidate_held_memory(
+    pid_t candidate_pid, pid_t reference_pid, const std::string& device_uuid, double planned_bytes,
+    std::string& why, const ListDeviceProcesses& list = processes_on_device);
 
 }  // namespace kbv::eval

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,6 +59,35 @@ std::vector<pid_t> descendants_of(pid_t root) {
     for (pid_t child : children[pid]) pending.push_back(child);
   }
   return out;
+}
+
+// The processes below `root`, held by pidfd as they are found: a number freed and given to a
+// new process between the scan and the signal is never signalled (pidfd_open, Linux 5.3). A
+// kernel without pidfds gives the numbers (-pid) to signal by number.
+std::vector<int> hold_descendants(pid_t root) {
+  std::vector<int> held;
+  for (pid_t pid : descendants_of(root)) {
+    const long fd = ::syscall(SYS_pidfd_open, pid, 0);
+    if (fd >= 0) {
+      held.push_back(static_cast<int>(fd));
+    } else if (errno == ENOSYS) {
+      held.push_back(-pid);
+    }
+    // ESRCH: it ended meanwhile.
+  }
+  return held;
+}
+
+void kill_held(std::vector<int>& held) {
+  for (int h : held) {
+    if (h >= 0) {
+      (void)::syscall(SYS_pidfd_send_signal, h, SIGKILL, nullptr, 0);
+      ::close(h);
+    } else {
+      ::kill(-h, SIGKILL);
+    }
+  }
+  held.clear();
 }
 
 void write_all(int fd, const std::string& text) {
@@ -230,7 +260,12 @@ WorkerProcess::~WorkerProcess() {
 void WorkerProcess::check_quota() {
   if (!quota_ || quota_failure_ || exited_ || pid_ <= 0) return;
   quota_failure_ = quota_->check(pid_);
-  if (quota_failure_ && group_ > 0) ::kill(-group_, SIGKILL);
+  if (!quota_failure_) return;
+  // Everything below the worker first, found while its relay lives (kill_group's reason), then
+  // the group; the worker itself is reaped when its answer is read (quota_exceeded).
+  auto below = hold_descendants(pid_);
+  if (group_ > 0) ::kill(-group_, SIGKILL);
+  kill_held(below);
 }
 
 Response WorkerProcess::quota_exceeded() {
@@ -457,10 +492,10 @@ void WorkerProcess::kill_group() {
   // parent-death signal would outlive its relay otherwise, still holding its device memory.
   // Killing the first process of a PID namespace ends all of it; without a namespace each is
   // killed.
-  std::vector<pid_t> below;
-  if (pid_ > 0) below = descendants_of(pid_);
+  std::vector<int> below;
+  if (pid_ > 0) below = hold_descendants(pid_);
   if (group_ > 0) ::kill(-group_, SIGKILL);  // whatever it started, even after it exited
-  for (pid_t pid : below) ::kill(pid, SIGKILL);
+  kill_held(below);
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     int status = 0;

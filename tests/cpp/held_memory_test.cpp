@@ -5,8 +5,10 @@
 #include "eval/held_memory.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -125,6 +127,77 @@ TEST(HeldOnDevice, AListingInAnotherNumberingOrWithoutFiguresTellsNothing) {
   // The driver does not say what the candidate's process holds (NVML_VALUE_NOT_AVAILABLE).
   EXPECT_FALSE(eval::held_on_device({on_device(43, 9 * GB), on_device(44, std::nullopt)}, candidate,
                                     reference));
+}
+
+TEST(HeldOnDevice, OnlyTheReferencesDeviceAllocationOnAGpuIsWeighed) {
+  HarnessFault device{FaultKind::OutOfMemory, "judging", "CUDA out of memory"};
+  device.memory = "device";
+  HarnessFault host{FaultKind::OutOfMemory, "drawing", "MemoryError"};
+  host.memory = "host";
+  HarnessFault unsaid{FaultKind::OutOfMemory, "drawing", "std::bad_alloc"};  // kbv's own
+  HarnessFault crashed{FaultKind::ReferenceCrashed, "drawing", "killed by signal 9"};
+  crashed.memory = "device";
+  EXPECT_TRUE(eval::weighs_held_memory(device, true));
+  EXPECT_FALSE(eval::weighs_held_memory(device, false));
+  EXPECT_FALSE(eval::weighs_held_memory(host, true));
+  EXPECT_FALSE(eval::weighs_held_memory(unsaid, true));
+  EXPECT_FALSE(eval::weighs_held_memory(crashed, true));
+}
+
+TEST(HeldOnDevice, TheReadingFromTheDriversListToTheRule) {
+  // This process plays the reference's relay, a child of it the reference itself; another child
+  // plays the candidate's relay, and its child the candidate's worker.
+  auto spawn = [](auto&& in_child) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      in_child();
+      ::pause();
+      _exit(0);
+    }
+    return pid;
+  };
+  const pid_t reference = spawn([] {});
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t candidate_relay = spawn([&] {
+    const pid_t worker = ::fork();
+    if (worker == 0) {
+      ::pause();
+      _exit(0);
+    }
+    (void)::write(ready[1], &worker, sizeof worker);
+  });
+  pid_t candidate_worker = 0;
+  ASSERT_EQ(::read(ready[0], &candidate_worker, sizeof candidate_worker),
+            static_cast<ssize_t>(sizeof candidate_worker));
+  std::string asked;
+  auto listing = [&](const std::string& uuid, std::string&) {
+    asked = uuid;
+    return std::optional<std::vector<eval::DeviceProcess>>{
+        {{reference, 9 * GB}, {candidate_worker, 100 * GB}, {::getppid(), 30 * GB}}};
+  };
+  std::string why;
+  auto held =
+      eval::candidate_held_memory(candidate_relay, ::getpid(), "abc-123", 10 * GB, why, listing);
+  auto without = [](const std::string&, std::string& why) {
+    why = "NVML is not available";
+    return std::optional<std::vector<eval::DeviceProcess>>{};
+  };
+  std::string why_not;
+  auto unread = eval::candidate_held_memory(candidate_relay, ::getpid(), "abc-123", 10 * GB,
+                                            why_not, without);
+  for (pid_t pid : {reference, candidate_relay}) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  ::kill(candidate_worker, SIGKILL);  // reparented: reaped by whoever inherited it
+  ASSERT_TRUE(held) << why;
+  EXPECT_EQ(asked, "abc-123");
+  EXPECT_DOUBLE_EQ(held->held_bytes, 100 * GB);  // the worker's; not the reference's or another's
+  EXPECT_DOUBLE_EQ(held->planned_bytes, 10 * GB);
+  EXPECT_TRUE(judge::held_beyond_plan(*held));
+  EXPECT_FALSE(unread);
+  EXPECT_EQ(why_not, "NVML is not available");
 }
 
 TEST(HeldOnDevice, WithoutTheDriverNothingIsRead) {

@@ -565,54 +565,106 @@ def test_a_private_tmp_counts_in_the_scratch_quota(tmp_path, run_eval, monkeypat
     assert not list(Path("/tmp").glob("kbv-fill-*.bin"))
 
 
-@pytest.mark.e2e
-def test_a_candidate_that_leaves_its_group_and_blocks_its_exit_is_still_ended(tmp_path, run_eval):
-    """It leaves its process group (setsid), clears its parent-death signal and keeps the
-    interpreter's lock in a blocking C call, so it never reaches its exit: killing its group and
-    its sandbox's relay would leave it running, holding its memory for every later evaluation.
-    kbv kills every process below its worker by name (orchestrate/worker_process.cpp)."""
-    marker = f"kbvsurv{os.getpid() % 100000}"
-    body = f"""
+# A candidate that leaves its process group (setsid) and clears its parent-death signal: killing
+# its group and its sandbox's relay would leave it running, holding its memory (device memory
+# too) for every later evaluation. kbv kills every process below its worker by parent links,
+# found before anything is killed (orchestrate/worker_process.cpp).
+def _leaves_its_group(marker: str, then: str) -> str:
+    head = f"""
     import ctypes
     import threading
     import time
 
     libc = ctypes.CDLL(None)
-    libc.prctl(15, ctypes.c_char_p(b"{marker}"), 0, 0, 0)  # PR_SET_NAME: found below
+    libc.prctl(15, ctypes.c_char_p(b"{marker}"), 0, 0, 0)  # PR_SET_NAME: found by the test
     os.setsid()
     libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none
-
-
-    def _freeze():
-        ctypes.PyDLL(None).sleep(600)  # holds the interpreter's lock: no exit request is read
     """
-    # After its first output is saved, the worker answers nothing more: the call times out.
+    return textwrap.dedent(head) + textwrap.dedent(then)
+
+
+def _survivors(marker: str) -> list[int]:
+    """Processes with the marker still running (a zombie has ended: it holds no memory, and
+    whoever inherited it reaps it in its own time)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or (entry / "comm").read_text().strip() != marker:
+                continue
+            if "State:\tZ" not in (entry / "status").read_text():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _assert_none_survive(marker: str) -> None:
+    try:
+        deadline = time.monotonic() + 10  # a process's end takes a moment (a CUDA context more)
+        while _survivors(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _survivors(marker) == []
+    finally:
+        for pid in _survivors(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.e2e
+def test_a_candidate_that_leaves_its_group_and_blocks_its_exit_is_still_ended(tmp_path, run_eval):
+    """It also keeps the interpreter's lock in a blocking C call after its first forward, so it
+    never reads the exit request: the call times out and kbv kills it."""
+    marker = f"kbvsurv{os.getpid() % 100000}"
+    body = _leaves_its_group(
+        marker,
+        """
+        def _freeze():
+            ctypes.PyDLL(None).sleep(600)  # holds the interpreter's lock
+        """,
+    )
     forward = """
 class ModelNew(nn.Module):
     def forward(self, x):
         threading.Timer(0.2, _freeze).start()
         return torch.relu(x)
 """
-
-    def survivors() -> list[int]:
-        """Processes with the marker still running (a zombie has ended: it holds no memory, and
-        whoever inherited it reaps it in its own time)."""
-        found = []
-        for entry in Path("/proc").iterdir():
-            try:
-                if not entry.name.isdigit() or (entry / "comm").read_text().strip() != marker:
-                    continue
-                if "State:\tZ" not in (entry / "status").read_text():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-        return found
-
     evaluation = run_eval(RELU, candidate(tmp_path, "frozen", body, forward), "--timeout", "10")
     try:
-        assert evaluation.verdict in ("timeout", "runtime_error"), evaluation.result["reason"]
-        time.sleep(0.5)
-        assert survivors() == []
+        # Without a PID namespace the worker is its own group's leader: setsid fails at import.
+        require_isolation(evaluation)
+        assert evaluation.verdict == "timeout", evaluation.result["reason"]
     finally:
-        for pid in survivors():
-            os.kill(pid, signal.SIGKILL)
+        _assert_none_survive(marker)
+
+
+@pytest.mark.e2e
+def test_a_candidate_that_leaves_its_group_and_fills_its_scratch_is_still_ended(
+    tmp_path, run_eval, monkeypatch
+):
+    """Its scratch quota is exceeded while kbv waits on a worker: the group kill there (the
+    quota's) must reach it too."""
+    monkeypatch.setenv("KBV_SCRATCH_QUOTA_BYTES", str(SMALL_QUOTA))
+    marker = f"kbvfill{os.getpid() % 100000}"
+    body = _leaves_its_group(
+        marker,
+        """
+        def _fill():
+            index = 0
+            while True:
+                try:
+                    with open(f"bg_{index % 64}.bin", "wb") as handle:
+                        handle.write(b"x" * (4 << 20))
+                except OSError:
+                    ctypes.PyDLL(None).sleep(600)  # full: freeze with the interpreter's lock
+                index += 1
+
+        threading.Thread(target=_fill, daemon=True).start()
+        time.sleep(1)
+        """,
+    )
+    evaluation = run_eval(RELU, candidate(tmp_path, "filler", body))
+    try:
+        require_isolation(evaluation)
+        assert evaluation.verdict == "runtime_error", evaluation.result["reason"]
+        assert "scratch quota exceeded" in evaluation.result["reason"]
+    finally:
+        _assert_none_survive(marker)

@@ -16,6 +16,9 @@ from kbv import worker
         "out of memory",
         "kbv_native: cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
         "CUDA out of memory. Tried to allocate 12.00 GiB",
+        "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported",
+        "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
     ],
 )
 def test_device_memory_shortages_are_out_of_memory(message):
