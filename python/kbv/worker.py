@@ -79,51 +79,12 @@ def serve(role, channel: Channel) -> None:
 # "... No space left on device (os error 28)") and torch's CPU allocator (a RuntimeError:
 # "DefaultCPUAllocator: can't allocate memory").
 _DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "os error 28", "os error 122")
-_OUT_OF_MEMORY_WORDS = (
-    "can't allocate memory",
-    "CUDA out of memory",
-    "Cannot allocate memory",
-    "CUDA_ERROR_OUT_OF_MEMORY",  # kbv_native: a shared block the driver could not make
-    # kbv_native's runtime allocations (the device measurement's buffers, the timing's L2
-    # flush): seen on the H200 with six evaluations on the device (session 10, call 2), where
-    # they were reported as kbv's internal fault instead of a memory shortage retried alone.
-    "cudaErrorMemoryAllocation",
-    # torch's words when a raw cudaMalloc, a host allocation or a stream fails, and the
-    # libraries' when their workspace cannot be had.
-    "CUDA error: out of memory",
-    "CUBLAS_STATUS_ALLOC_FAILED",
-    "CUDNN_STATUS_ALLOC_FAILED",
-)
-
-
-def _resource(error: BaseException) -> str | None:
-    """The resource whose exhaustion the error (or an error it was raised from) reports:
-    "out_of_memory" or "disk_full". The orchestrator trusts this only from the reference worker
-    (src/judge/harness_fault.hpp): the candidate's process can write anything on its channel."""
-    seen = 0
-    current: BaseException | None = error
-    while current is not None and seen < 8:
-        seen += 1
-        if isinstance(current, MemoryError) or type(current).__name__ == "OutOfMemoryError":
-            return "out_of_memory"
-        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
-            return "disk_full"
-        if isinstance(current, OSError) and current.errno == errno.ENOMEM:
-            return "out_of_memory"
-        try:
-            text = str(current)
-        except Exception:  # noqa: BLE001 - a hosted exception whose __str__ raises
-            text = ""
-        if any(words in text for words in _DISK_FULL_WORDS):
-            return "disk_full"
-        if any(words in text for words in _OUT_OF_MEMORY_WORDS):
-            return "out_of_memory"
-        current = current.__cause__ or current.__context__
-    return None
-
-
-# An out-of-memory error of the device rather than the host: torch's (CUDA) OutOfMemoryError,
-# the driver's and the runtime's words.
+# Out-of-memory words of the device: kbv_native's (a shared block the driver could not make;
+# its runtime allocations, the device measurement's buffers and the timing's L2 flush, seen on
+# the H200 with six evaluations on the device, session 10, call 2, where they were reported as
+# kbv's internal fault instead of a memory shortage retried alone), torch's (its caching
+# allocator; a raw cudaMalloc, a host allocation or a stream that failed) and the libraries' when
+# their workspace cannot be had.
 _DEVICE_MEMORY_WORDS = (
     "CUDA out of memory",
     "CUDA_ERROR_OUT_OF_MEMORY",
@@ -132,24 +93,50 @@ _DEVICE_MEMORY_WORDS = (
     "CUBLAS_STATUS_ALLOC_FAILED",
     "CUDNN_STATUS_ALLOC_FAILED",
 )
+_OUT_OF_MEMORY_WORDS = ("can't allocate memory", "Cannot allocate memory", *_DEVICE_MEMORY_WORDS)
 
 
-def _memory_of(error: BaseException) -> str:
-    """Which memory an out-of-memory error ran out of: "device" or "host". The orchestrator
-    weighs what the candidate held of the device's (src/judge/held_memory.hpp)."""
-    seen = 0
+def _links(error: BaseException):
+    """The error and those it was raised from (at most 8), each with its text."""
     current: BaseException | None = error
-    while current is not None and seen < 8:
-        seen += 1
-        if type(current).__name__ == "OutOfMemoryError":
-            return "device"
+    for _ in range(8):
+        if current is None:
+            return
         try:
             text = str(current)
         except Exception:  # noqa: BLE001 - a hosted exception whose __str__ raises
             text = ""
+        yield current, text
+        current = current.__cause__ or current.__context__
+
+
+def _resource(error: BaseException) -> str | None:
+    """The resource whose exhaustion the error (or an error it was raised from) reports:
+    "out_of_memory" or "disk_full". The orchestrator trusts this only from the reference worker
+    (src/judge/harness_fault.hpp): the candidate's process can write anything on its channel."""
+    for current, text in _links(error):
+        if isinstance(current, MemoryError) or type(current).__name__ == "OutOfMemoryError":
+            return "out_of_memory"
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return "disk_full"
+        if isinstance(current, OSError) and current.errno == errno.ENOMEM:
+            return "out_of_memory"
+        if any(words in text for words in _DISK_FULL_WORDS):
+            return "disk_full"
+        if any(words in text for words in _OUT_OF_MEMORY_WORDS):
+            return "out_of_memory"
+    return None
+
+
+def _memory_of(error: BaseException) -> str:
+    """Which memory an out-of-memory error ran out of: "device" (torch's CUDA OutOfMemoryError,
+    or the device's words) or "host". The orchestrator weighs what the candidate held of the
+    device's (src/judge/held_memory.hpp)."""
+    for current, text in _links(error):
+        if type(current).__name__ == "OutOfMemoryError":
+            return "device"
         if any(words in text for words in _DEVICE_MEMORY_WORDS):
             return "device"
-        current = current.__cause__ or current.__context__
     return "host"
 
 
