@@ -7,7 +7,6 @@
 
 #include <sys/types.h>
 
-#include <filesystem>
 #include <functional>
 #include <optional>
 #include <set>
@@ -19,11 +18,6 @@
 #include "judge/held_memory.hpp"
 
 namespace kbv::eval {
-
-// Process `root` and every process descended from it, from the status files under `proc`
-// (processes in a PID namespace of their own are listed there with this side's numbers). Empty
-// when `root` is gone.
-std::set<pid_t> process_tree(pid_t root, const std::filesystem::path& proc = "/proc");
 
 // What the processes of `candidate` hold on the device in `listing`, or nullopt when the listing
 // cannot be trusted for it: no process of `reference` (which has just allocated there, so it has
@@ -42,9 +36,9 @@ using ListDeviceProcesses = std::function<std::optional<std::vector<DeviceProces
     const std::string& uuid, std::string& why)>;
 
 // The facts for the rule: the candidate's worker `candidate_pid` (its sandbox's relay, whose
-// descendants are the candidate's processes) and the reference's `reference_pid` on the GPU
-// `device_uuid`, with `planned_bytes` (the evaluation's memory plan). nullopt, with `why`, when
-// they cannot be told here.
+// descendants are the candidate's processes: orchestrate::process_tree) and the reference's
+// `reference_pid` on the GPU `device_uuid`, with `planned_bytes` (the evaluation's memory plan).
+// nullopt, with `why`, when they cannot be told here.
 std::optional<judge::HeldMemory> candidate_held_memory(
     pid_t candidate_pid, pid_t reference_pid, const std::string& device_uuid, double planned_bytes,
     std::string& why, const ListDeviceProcesses& list = processes_on_device);

@@ -12,14 +12,13 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
-#include <map>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
 
 #include "orchestrate/call_trace.hpp"
+#include "orchestrate/process_tree.hpp"
 
 extern char** environ;
 
@@ -29,44 +28,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Every process descended from `root` (not `root` itself), from /proc's status files: the
-// sandbox's first process in its PID namespace and whatever it started.
-std::vector<pid_t> descendants_of(pid_t root) {
-  std::map<pid_t, std::vector<pid_t>> children;
-  std::error_code error;
-  for (std::filesystem::directory_iterator it("/proc", error), end; !error && it != end;
-       it.increment(error)) {
-    const std::string name = it->path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream status(it->path() / "status");
-    std::string key;
-    while (status >> key) {
-      if (key == "PPid:") {
-        pid_t parent = 0;
-        if (status >> parent) children[parent].push_back(static_cast<pid_t>(std::stol(name)));
-        break;
-      }
-      std::string rest;
-      std::getline(status, rest);
-    }
-  }
-  std::vector<pid_t> out;
-  std::vector<pid_t> pending = children[root];
-  while (!pending.empty()) {
-    const pid_t pid = pending.back();
-    pending.pop_back();
-    out.push_back(pid);
-    for (pid_t child : children[pid]) pending.push_back(child);
-  }
-  return out;
-}
-
 // The processes below `root`, held by pidfd as they are found: a number freed and given to a
 // new process between the scan and the signal is never signalled (pidfd_open, Linux 5.3). A
 // kernel without pidfds gives the numbers (-pid) to signal by number.
 std::vector<int> hold_descendants(pid_t root) {
   std::vector<int> held;
-  for (pid_t pid : descendants_of(root)) {
+  for (pid_t pid : process_tree(root)) {
+    if (pid == root) continue;
     const long fd = ::syscall(SYS_pidfd_open, pid, 0);
     if (fd >= 0) {
       held.push_back(static_cast<int>(fd));

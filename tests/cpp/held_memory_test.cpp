@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "judge/held_memory.hpp"
+#include "orchestrate/process_tree.hpp"
 
 namespace kbv {
 namespace {
@@ -77,10 +78,10 @@ TEST_F(FakeProc, AProcessTreeIsTheProcessAndItsDescendants) {
   process(60, 1);                          // unrelated
   fs::create_directories(root_ / "self");  // not a process number
   fs::create_directories(root_ / "77");    // ended while the folder was read: no status
-  EXPECT_EQ(eval::process_tree(42, root_), (std::set<pid_t>{42, 44, 50, 51}));
-  EXPECT_EQ(eval::process_tree(41, root_), (std::set<pid_t>{41, 43}));
-  EXPECT_EQ(eval::process_tree(51, root_), (std::set<pid_t>{51}));
-  EXPECT_TRUE(eval::process_tree(99, root_).empty());  // gone
+  EXPECT_EQ(orchestrate::process_tree(42, root_), (std::set<pid_t>{42, 44, 50, 51}));
+  EXPECT_EQ(orchestrate::process_tree(41, root_), (std::set<pid_t>{41, 43}));
+  EXPECT_EQ(orchestrate::process_tree(51, root_), (std::set<pid_t>{51}));
+  EXPECT_TRUE(orchestrate::process_tree(99, root_).empty());  // gone
 }
 
 TEST(HeldMemoryRealProc, ThisProcessAndAChildAreATree) {
@@ -89,7 +90,7 @@ TEST(HeldMemoryRealProc, ThisProcessAndAChildAreATree) {
     ::pause();
     _exit(0);
   }
-  auto tree = eval::process_tree(::getpid());
+  auto tree = orchestrate::process_tree(::getpid());
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   EXPECT_TRUE(tree.count(::getpid()));
