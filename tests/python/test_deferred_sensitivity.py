@@ -434,3 +434,95 @@ def test_a_non_contiguous_parameter_does_not_turn_deferral_off(tmp_path, device)
     role = _role(tmp_path, device, TRANSPOSED_WEIGHT)
     case = _prepare(role, "h2_mixed_sign", 0, ["w"])
     assert case.figures["sensitivity"] == "deferred" and case.recipe
+
+
+# A timing set is a case's inputs run under the initial state. Where the case was drawn under
+# that very state, its outputs are the timing set's: not computed a second time.
+IN_PLACE_SCALE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x.mul_(3.0)
+
+
+def get_inputs():
+    return [torch.randn(32, 128)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _count_forward_runs(role, monkeypatch) -> list:
+    runs: list = []
+    original = role._run_variants
+
+    def counted(*args, **kwargs):
+        runs.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(role, "_run_variants", counted)
+    return runs
+
+
+@pytest.mark.parametrize(
+    "source, family",
+    [
+        (CANCELLING, "h1_native"),  # no parameters: every case is under the initial state
+        (WITH_STATE, "native"),  # the native family keeps the initial state
+        (WITH_STATE, "h1_native"),  # nothing named to redraw: the initial values, copied
+    ],
+)
+def test_a_timing_set_of_a_case_under_the_initial_state_is_the_case_s_outputs(
+    tmp_path, device, monkeypatch, source, family
+):
+    role = _role(tmp_path, device, source)
+    case = _prepare(role, family, 0, [])
+    runs = _count_forward_runs(role, monkeypatch)
+    answer = role.cmd_prepare_timing_sets({"ids": [case.figures["id"]]})
+    assert runs == []  # no forward ran again
+    assert role.timing_judged[0] is case.judged
+    assert answer["golden"][0]["baselines"] == case.figures["baselines"]
+    assert answer["golden"][0]["truth"] == case.figures["truth"]
+    # What the forwards would have given, bit for bit (the model holds the initial state now).
+    monkeypatch.undo()
+    again = role._run_variants(case.inputs.as_list(), sensitivity_seed=case.sensitivity_seed)
+    assert all(torch.equal(a, b) for a, b in zip(again["judged"], case.judged, strict=True))
+    # A timed output is judged against them: right passes, wrong fails.
+    truth = case.judged[0]
+    assert (
+        _judge(role, None, truth.float(), timing=0)["measurement"]["figures"]["elements_over"] == 0
+    )
+    wrong = truth.clone()
+    wrong.view(-1)[3] += 1.0 + abs(float(truth.view(-1)[3]))
+    assert _judge(role, None, wrong.float(), timing=0)["measurement"]["figures"]["elements_over"]
+
+
+def test_a_timing_set_of_a_case_with_redrawn_parameters_is_computed(tmp_path, device, monkeypatch):
+    role = _role(tmp_path, device, WITH_STATE)
+    case = _prepare(role, "h1_native", 0, list(role.initial_state))
+    runs = _count_forward_runs(role, monkeypatch)
+    role.cmd_prepare_timing_sets({"ids": [case.figures["id"]]})
+    assert runs == [1]
+    # Under the initial state, not the case's redrawn one: other outputs.
+    assert not torch.equal(role.timing_judged[0][0], case.judged[0])
+
+
+def test_a_timing_set_of_a_case_whose_forward_changed_its_inputs_is_computed(
+    tmp_path, device, monkeypatch
+):
+    # The forward scales its input in place: the case's outputs are of the values as drawn, the
+    # block now holds them scaled (the timing set's inputs, as before this reuse).
+    role = _role(tmp_path, device, IN_PLACE_SCALE)
+    case = _prepare(role, "h1_native")
+    assert not case.forwards_pure
+    runs = _count_forward_runs(role, monkeypatch)
+    role.cmd_prepare_timing_sets({"ids": [case.figures["id"]]})
+    assert runs == [1]
