@@ -45,6 +45,9 @@ class DeviceGate {
 
   // The device's memory, reserved by the evaluations that share it (eval/memory_ledger.hpp).
   MemoryLedger& memory() { return memory_; }
+  // Its part for reference sessions started ahead of their evaluations (memory_plan.hpp,
+  // kAheadShare): apart, so that work ahead never waits for, nor delays, an evaluation.
+  MemoryLedger& ahead() { return ahead_; }
 
   // For tests and progress lines.
   int shared_holders() const;
@@ -62,6 +65,7 @@ class DeviceGate {
   int writers_waiting_ = 0;
   bool writer_ = false;
   MemoryLedger memory_;
+  MemoryLedger ahead_;
 };
 
 }  // namespace kbv::eval

@@ -100,6 +100,9 @@ class Evaluation {
       if (lease_.started_ahead) {
         result.problem["reference"]["started_ahead"] = true;
         result.problem["reference"]["prepared_ahead"] = lease_.session->prepared_ahead;
+        if (!lease_.session->ahead_note.empty()) {
+          result.problem["reference"]["ahead"] = lease_.session->ahead_note;
+        }
         result.problem["reference"]["ahead_wait_s"] = lease_.ahead_wait_s;
       }
     }

@@ -61,6 +61,17 @@ MemoryLedger::Reservation MemoryLedger::reserve(double bytes) {
   return Reservation(this, bytes);
 }
 
+std::optional<MemoryLedger::Reservation> MemoryLedger::try_reserve(double bytes) {
+  bytes = std::max(0.0, bytes);
+  std::lock_guard lock(mutex_);
+  if (capacity_ <= 0) return Reservation(nullptr, 0);
+  if (bytes > capacity_ || !admissible(next_ticket_, bytes)) return std::nullopt;
+  ++next_ticket_;
+  reserved_ += bytes;
+  ++holders_;
+  return Reservation(this, bytes);
+}
+
 void MemoryLedger::give_back(double bytes) {
   {
     std::lock_guard lock(mutex_);

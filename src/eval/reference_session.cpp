@@ -42,6 +42,7 @@ ReferenceSession::~ReferenceSession() {
   // reference timeout; a session is dropped unused only when its task went elsewhere).
   if (preparing.joinable()) preparing.join();
   if (worker) worker->stop();
+  ahead_memory.reset();  // its memory is the stopped worker's: free now
   if (!keep_run_dir && !run_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(run_dir, ec);

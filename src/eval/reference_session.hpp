@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "eval/memory_ledger.hpp"
 #include "eval/memory_plan.hpp"
 #include "eval/workspace.hpp"
 #include "judge/audit.hpp"
@@ -53,6 +54,9 @@ struct ReferenceSession {
   std::filesystem::path run_dir;  // private: the candidate sees only inputs/ and state/
   FolderOwner run_dir_owner;      // marks run_dir in use (a killed run's is reclaimed)
   std::string secret;
+  // What a session started ahead holds of its device's ahead share (permit_ahead) until an
+  // evaluation takes it over; released after its worker has stopped.
+  std::optional<MemoryLedger::Reservation> ahead_memory;
   std::unique_ptr<orchestrate::WorkerProcess> worker;
   nlohmann::json loaded;  // the load_problem answer
   // The cases (`prepared["cases"]`: id, family, draw, redraw, and their figures once drawn) and
@@ -73,6 +77,7 @@ struct ReferenceSession {
   std::thread preparing;
   std::string ahead_error;
   bool prepared_ahead = false;
+  std::string ahead_note;  // what it did ahead and why (drawn, loaded only), in words
 
   ReferenceSession() = default;
   ReferenceSession(const ReferenceSession&) = delete;

@@ -153,7 +153,7 @@ json ensure_case(ReferenceSession& session, json& c, const fs::path& problem,
 
 void draw_session_cases(ReferenceSession& session, const Protocol& protocol, const json& redraw,
                         const fs::path& problem, const ReferenceCall& call,
-                        int evaluations_per_device) {
+                        int evaluations_per_device, double ahead_bytes) {
   session.prepared = {
       {"cases", case_list(protocol, redraw, default_redraw(session.loaded, protocol))}};
   session.prepared_redraw = redraw;
@@ -181,9 +181,49 @@ void draw_session_cases(ReferenceSession& session, const Protocol& protocol, con
   }
   // Drawn ahead only as far as they stay resident: the others are drawn when used. One call per
   // case, so a timing run of another evaluation on the device waits for one draw, not all.
+  // Ahead of the evaluation, also only as far as the kept cases and the next draw's peak stay
+  // within what the session reserved.
+  const MemoryFacts first = facts_of(session, cases[0], protocol, evaluations_per_device);
   for (size_t i = 1; i < cases.size() && static_cast<int>(i) < session.plan->cached_cases; ++i) {
+    if (static_cast<double>(i) * first.case_bytes + first.draw_peak_bytes > ahead_bytes) break;
     ensure_case(session, cases[i], problem, call, /*pin=*/false);
   }
+}
+
+AheadPermit permit_ahead(MemoryLedger* ahead, const json& loaded) {
+  AheadPermit permit;
+  const json memory = loaded.value("memory", json::object());
+  const double device_bytes = memory.value("total_bytes", 0.0);
+  if (ahead == nullptr || memory.value("kind", "") != "device" || device_bytes <= 0) {
+    permit.note = "drawn ahead";
+    return permit;
+  }
+  ahead->size_once(device_bytes * kAheadShare);
+  const double gb = 1e9;
+  const double draw = loaded_working_bytes_before_drawing(loaded);
+  if (auto granted = ahead->try_reserve(draw)) {
+    permit.reservation = std::move(granted);
+    permit.bytes = draw;
+    permit.note = fmt::format("drawn ahead within {:.1f} GB reserved", draw / gb);
+    return permit;
+  }
+  const std::string why =
+      fmt::format("its draw may need {:.1f} GB, more than the {:.1f} GB of the device's share "
+                  "for work ahead ({:.1f} GB of it held)",
+                  draw / gb, ahead->capacity() / gb, ahead->reserved_bytes() / gb);
+  const double model = 2 * loaded.value("sizes", json::object()).value("state_bytes", 0.0);
+  if (auto granted = ahead->try_reserve(model)) {
+    permit.scope = AheadPermit::Scope::load;
+    permit.reservation = std::move(granted);
+    permit.bytes = model;
+    permit.note = "loaded ahead, drawn by its evaluation: " + why;
+    return permit;
+  }
+  permit.scope = AheadPermit::Scope::none;
+  permit.bytes = 0;
+  permit.note = fmt::format("started by its evaluation: its model ({:.1f} GB) and {}",
+                            model / gb, why);
+  return permit;
 }
 
 namespace {
@@ -247,11 +287,24 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
         return s->worker->call(message, reference_timeout(request.limits));
       };
       load_problem_into(*s, request, call);
-      // A problem too large to share the device is drawn by its own evaluation, which has the
-      // device alone by then: drawn ahead, beside another evaluation, it may not fit.
-      if (!loaded_needs_device_alone(s->loaded, request.placement.evaluations_per_device)) {
+      // Beside the evaluations in progress, only what the device's share for work ahead holds
+      // at once (permit_ahead); the rest is left to the evaluation, whose memory is reserved.
+      // Without that share (no gate) a problem too large to share the device is drawn by its
+      // own evaluation, which has the device alone by then.
+      auto* gate = request.placement.gate;
+      AheadPermit permit = permit_ahead(gate ? &gate->ahead() : nullptr, s->loaded);
+      s->ahead_note = permit.note;
+      if (permit.scope == AheadPermit::Scope::none) {
+        s->worker->stop();  // its loaded model goes; the evaluation starts a new session
+        s->ahead_error = permit.note;
+        return;
+      }
+      s->ahead_memory = std::move(permit.reservation);
+      const bool alone =
+          !gate && loaded_needs_device_alone(s->loaded, request.placement.evaluations_per_device);
+      if (permit.scope == AheadPermit::Scope::draw && !alone) {
         draw_session_cases(*s, protocol, default_redraw(s->loaded, protocol), request.problem, call,
-                           request.placement.evaluations_per_device);
+                           request.placement.evaluations_per_device, permit.bytes);
       }
       s->prepared_ahead = true;
     } catch (const std::exception& error) {
@@ -286,6 +339,8 @@ ReferenceLease acquire_reference(const EvalRequest& request, const ReferenceKey&
           !ahead->worker->ready(std::chrono::milliseconds(0))) {
         fresh = std::move(ahead);
         lease.started_ahead = true;
+        // Its cases now count in the cache's share, its draws in the evaluation's reservation.
+        fresh->ahead_memory.reset();
       }
     }
     if (!fresh) fresh = new_reference_session(request, want);

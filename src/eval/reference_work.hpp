@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -61,10 +63,28 @@ nlohmann::json ensure_case(ReferenceSession& session, nlohmann::json& c,
 // The session's cases for `redraw`: the list, the first case drawn (its sizes make the memory
 // plan, set once per session) and as many more as the plan keeps resident; the rest are drawn
 // when used. A new set replaces the list (the reference keeps the other set's cases within its
-// budget), and the audit no longer holds.
+// budget), and the audit no longer holds. `ahead_bytes`: a session drawn ahead stops drawing
+// where its kept cases and the next draw's peak would pass what it reserved (permit_ahead).
 void draw_session_cases(ReferenceSession& session, const Protocol& protocol,
                         const nlohmann::json& redraw, const std::filesystem::path& problem,
-                        const ReferenceCall& call, int evaluations_per_device);
+                        const ReferenceCall& call, int evaluations_per_device,
+                        double ahead_bytes = std::numeric_limits<double>::infinity());
+
+// What a reference session started ahead may do beside the evaluations running on its device,
+// within the device's ahead share (MemoryLedger `ahead`, kAheadShare of the device), reserved at
+// once or not at all (never waiting): draw its cases where the draw's estimated peak
+// (loaded_working_bytes_before_drawing) fits; else keep the problem loaded where its model does
+// (twice the state: the model and its initial copy); else neither (the worker goes and the
+// evaluation starts it again). Without a device (host memory) or a gate: draw, unaccounted,
+// as the evaluations there are.
+struct AheadPermit {
+  enum class Scope { draw, load, none };
+  Scope scope = Scope::draw;
+  std::optional<MemoryLedger::Reservation> reservation;  // held until the evaluation takes over
+  double bytes = std::numeric_limits<double>::infinity();  // what draws ahead stay within
+  std::string note;                                        // problem.reference.ahead
+};
+AheadPermit permit_ahead(MemoryLedger* ahead, const nlohmann::json& loaded);
 
 // What a reference session for this request must match, apart from the software and the secret
 // (those belong to the session itself).

@@ -125,3 +125,41 @@ TEST(MemoryLedger, AnUnlimitedLedgerNeverWaitsUntilSized) {
   EXPECT_TRUE(c.held());
   EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 60 * GB);
 }
+
+TEST(MemoryLedger, ATryIsGrantedNowOrRefusedNeverWaits) {
+  MemoryLedger ledger(100 * GB);
+  auto held = ledger.reserve(70 * GB);
+  auto fits = ledger.try_reserve(30 * GB);
+  ASSERT_TRUE(fits.has_value());
+  EXPECT_TRUE(fits->held());
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 100 * GB);
+  EXPECT_FALSE(ledger.try_reserve(1 * GB).has_value());  // full: refused at once
+  fits.reset();
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 70 * GB);
+  held.release();
+  // More than the capacity is refused even on an empty ledger: a try is never the device alone.
+  EXPECT_FALSE(ledger.try_reserve(101 * GB).has_value());
+  EXPECT_EQ(ledger.waiting(), 0);
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 0);
+}
+
+TEST(MemoryLedger, ATryDoesNotPassAWaiterWhoseWindowHasClosed) {
+  MemoryLedger ledger(100 * GB);
+  ledger.set_clock_for_testing(&fake_now);
+  fake_ms = 0;
+  auto running = ledger.reserve(70 * GB);
+  std::thread large([&] { auto r = ledger.reserve(60 * GB); });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  EXPECT_TRUE(ledger.try_reserve(5 * GB).has_value());  // within the window: passes
+  fake_ms = MemoryLedger::kPassingWindow.count() + 1;
+  EXPECT_FALSE(ledger.try_reserve(5 * GB).has_value());  // the window has closed
+  running.release();
+  large.join();
+}
+
+TEST(MemoryLedger, AnUnlimitedLedgerGrantsEveryTry) {
+  MemoryLedger ledger;
+  auto a = ledger.try_reserve(1e15);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_FALSE(a->held());
+}

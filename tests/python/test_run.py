@@ -118,6 +118,7 @@ def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
     assert not first.get("started_ahead") and not first["reused"]
     assert second.get("started_ahead") is True and not second["reused"]
     assert second["prepared_ahead"] is True and second["preparations"] == 1
+    assert second["ahead"] == "drawn ahead"  # on the host: no device share to account it in
     assert second["ahead_wait_s"] >= 0 and "prepared_ahead" not in first
     # Drawn ahead, judged the same way: every hidden family was checked on it.
     drawn_ahead = results["4_Softmax"]["correctness"]

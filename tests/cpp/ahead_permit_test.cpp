@@ -1,0 +1,85 @@
+// What a reference session started ahead of its evaluation may do beside the evaluations running
+// on its device (eval/reference_work.hpp, permit_ahead): each within the device's ahead share,
+// reserved at once or not at all. Sizes are KernelBench's on the H200.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "eval/memory_ledger.hpp"
+#include "eval/memory_plan.hpp"
+#include "eval/reference_work.hpp"
+
+namespace kbv::eval {
+namespace {
+
+constexpr double GB = 1e9;
+constexpr double kH200 = 150 * GB;  // torch's total_memory on the H200
+
+nlohmann::json loaded(double input_bytes, double state_bytes, const char* kind = "device") {
+  return {{"memory", {{"kind", kind}, {"total_bytes", kH200}}},
+          {"sizes", {{"input_bytes", input_bytes}, {"state_bytes", state_bytes}}}};
+}
+
+TEST(AheadPermit, ASmallProblemIsDrawnAheadWithinWhatItReserved) {
+  MemoryLedger ahead;
+  // A level-2 convolution chain: 0.4 GB of inputs, 2 MB of weights.
+  auto permit = permit_ahead(&ahead, loaded(0.4 * GB, 0.002 * GB));
+  EXPECT_EQ(permit.scope, AheadPermit::Scope::draw);
+  ASSERT_TRUE(permit.reservation.has_value());
+  EXPECT_TRUE(permit.reservation->held());
+  EXPECT_DOUBLE_EQ(permit.bytes, working_bytes_before_drawing(0.4 * GB, 0.002 * GB));
+  EXPECT_DOUBLE_EQ(ahead.capacity(), kH200 * kAheadShare);
+  EXPECT_DOUBLE_EQ(ahead.reserved_bytes(), permit.bytes);
+  EXPECT_NE(permit.note.find("drawn ahead"), std::string::npos) << permit.note;
+  permit.reservation.reset();  // the evaluation took the session over
+  EXPECT_DOUBLE_EQ(ahead.reserved_bytes(), 0);
+}
+
+TEST(AheadPermit, ALargeElementwiseProblemIsLoadedAheadAndDrawnByItsEvaluation) {
+  MemoryLedger ahead;
+  // 19_ReLU: 6.4 GB of inputs, no parameters: its draw may need 51 GB, far beyond the share.
+  auto permit = permit_ahead(&ahead, loaded(6.4 * GB, 0));
+  EXPECT_EQ(permit.scope, AheadPermit::Scope::load);
+  EXPECT_DOUBLE_EQ(permit.bytes, 0);
+  EXPECT_NE(permit.note.find("drawn by its evaluation"), std::string::npos) << permit.note;
+  EXPECT_NE(permit.note.find("51.2 GB"), std::string::npos) << permit.note;
+}
+
+TEST(AheadPermit, SessionsAheadShareTheShareAndNeverWait) {
+  MemoryLedger ahead;
+  // Four device threads each start the next problem ahead: 1.2 GB of inputs draws may need
+  // 9.6 GB, so the first is drawn and the others, beside it, only loaded.
+  auto first = permit_ahead(&ahead, loaded(1.2 * GB, 0.01 * GB));
+  EXPECT_EQ(first.scope, AheadPermit::Scope::draw);
+  for (int i = 0; i < 3; ++i) {
+    auto next = permit_ahead(&ahead, loaded(1.2 * GB, 0.01 * GB));
+    EXPECT_EQ(next.scope, AheadPermit::Scope::load) << i;
+  }
+  EXPECT_LE(ahead.reserved_bytes(), ahead.capacity());
+  EXPECT_EQ(ahead.waiting(), 0);
+}
+
+TEST(AheadPermit, AModelTooLargeForTheShareIsStartedByItsEvaluation) {
+  MemoryLedger ahead;
+  // 2_ShallowWideMLP: 8.6 GB of weights, held twice once loaded (the model, its initial copy).
+  auto permit = permit_ahead(&ahead, loaded(0.01 * GB, 8.6 * GB));
+  EXPECT_EQ(permit.scope, AheadPermit::Scope::none);
+  EXPECT_FALSE(permit.reservation.has_value());
+  EXPECT_DOUBLE_EQ(ahead.reserved_bytes(), 0);
+  EXPECT_NE(permit.note.find("started by its evaluation"), std::string::npos) << permit.note;
+}
+
+TEST(AheadPermit, OnTheHostOrWithoutAGateEverythingIsDrawnAhead) {
+  MemoryLedger ahead;
+  auto host = permit_ahead(&ahead, loaded(6.4 * GB, 8.6 * GB, "host"));
+  EXPECT_EQ(host.scope, AheadPermit::Scope::draw);
+  EXPECT_FALSE(host.reservation.has_value());
+  EXPECT_TRUE(std::isinf(host.bytes));
+  EXPECT_DOUBLE_EQ(ahead.capacity(), 0);  // not sized: nothing on the host is accounted here
+  auto ungated = permit_ahead(nullptr, loaded(6.4 * GB, 0));
+  EXPECT_EQ(ungated.scope, AheadPermit::Scope::draw);
+}
+
+}  // namespace
+}  // namespace kbv::eval
