@@ -207,10 +207,10 @@ AheadPermit permit_ahead(MemoryLedger* ahead, const json& loaded) {
     permit.note = fmt::format("drawn ahead within {:.1f} GB reserved", draw / gb);
     return permit;
   }
-  const std::string why =
-      fmt::format("its draw may need {:.1f} GB, more than the {:.1f} GB of the device's share "
-                  "for work ahead ({:.1f} GB of it held)",
-                  draw / gb, ahead->capacity() / gb, ahead->reserved_bytes() / gb);
+  const std::string why = fmt::format(
+      "its draw may need {:.1f} GB, more than the {:.1f} GB of the device's share "
+      "for work ahead ({:.1f} GB of it held)",
+      draw / gb, ahead->capacity() / gb, ahead->reserved_bytes() / gb);
   const double model = 2 * loaded.value("sizes", json::object()).value("state_bytes", 0.0);
   if (auto granted = ahead->try_reserve(model)) {
     permit.scope = AheadPermit::Scope::load;
@@ -221,8 +221,8 @@ AheadPermit permit_ahead(MemoryLedger* ahead, const json& loaded) {
   }
   permit.scope = AheadPermit::Scope::none;
   permit.bytes = 0;
-  permit.note = fmt::format("started by its evaluation: its model ({:.1f} GB) and {}",
-                            model / gb, why);
+  permit.note =
+      fmt::format("started by its evaluation: its model ({:.1f} GB) and {}", model / gb, why);
   return permit;
 }
 

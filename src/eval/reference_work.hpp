@@ -7,8 +7,8 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "eval/eval_request.hpp"
@@ -80,7 +80,7 @@ void draw_session_cases(ReferenceSession& session, const Protocol& protocol,
 struct AheadPermit {
   enum class Scope { draw, load, none };
   Scope scope = Scope::draw;
-  std::optional<MemoryLedger::Reservation> reservation;  // held until the evaluation takes over
+  std::optional<MemoryLedger::Reservation> reservation;    // held until the evaluation takes over
   double bytes = std::numeric_limits<double>::infinity();  // what draws ahead stay within
   std::string note;                                        // problem.reference.ahead
 };
