@@ -88,6 +88,10 @@ constexpr std::array kFlags = {
              {},
              "a library in the build cache changed after it was loaded, or start-up hooks were "
              "planted there"},
+    FlagInfo{"harness_fault_beside_tampering",
+             S::Info,
+             {},
+             "a fault of kbv's also ended the evaluation early; the tampering decided"},
     FlagInfo{"scan_threads", S::Warn, {}, "static scan: starts threads or processes"},
     FlagInfo{"scan_streams", S::Warn, {}, "static scan: creates CUDA streams or graphs"},
     FlagInfo{"scan_monkey_patch",

@@ -65,15 +65,7 @@ class Evaluation {
     try {
       run_phases(result);
       after_the_candidate_ended();
-      if (exchange_ && !listing_.empty()) {
-        auto changed = judge::changed_entries(listing_, judge::list_run_dir(exchange_->run_dir()));
-        if (!changed.empty()) {
-          findings_.add("run_dir_tampered", Severity::Reject,
-                        fmt::format("files of the run directory outside the candidate's scratch "
-                                    "space were created or changed: {}",
-                                    json(changed).dump()));
-        }
-      }
+      check_run_dir();
     } catch (const UsageError&) {
       release(/*discard_session=*/true);
       throw;
@@ -95,6 +87,7 @@ class Evaluation {
       release(/*discard_session=*/true);
       throw;
     }
+    if (fault) checks_after_a_fault(*fault);
     if (lease_.session) {
       result.problem["reference"] = lease_.session->record(lease_.reused);
       if (lease_.started_ahead) {
@@ -108,7 +101,9 @@ class Evaluation {
     }
     record_split(result, seconds_since(started));
     findings_.into(result);
-    if (fault) {
+    if (fault && fault_outweighed_) {
+      judge::decide_verdict(result, failure_);  // the candidate's tampering decides
+    } else if (fault) {
       result.verdict = Verdict::HarnessError;
       result.reason = fault->reason();
       result.harness_fault = std::move(fault);
@@ -326,6 +321,40 @@ class Evaluation {
       }
     } catch (const std::exception& error) {
       result.candidate["held_memory"] = {{"unknown", error.what()}};
+    }
+  }
+
+  void check_run_dir() {
+    if (!exchange_ || listing_.empty()) return;
+    auto changed = judge::changed_entries(listing_, judge::list_run_dir(exchange_->run_dir()));
+    if (!changed.empty()) {
+      findings_.add("run_dir_tampered", Severity::Reject,
+                    fmt::format("files of the run directory outside the candidate's scratch "
+                                "space were created or changed: {}",
+                                json(changed).dump()));
+    }
+  }
+
+  // An evaluation a fault of kbv's ended early still gets the checks made once the candidate
+  // has ended: a candidate that swapped a library in its build cache, forged a line on its
+  // channel or wrote into the run directory may have provoked the fault too, and a harness
+  // error is evaluated again, loading what it left. Where one fires, that evidence decides the
+  // verdict (rejected) and the fault is noted beside it; the build cache's manifest is recorded
+  // either way, so the next load of this content is compared with what this one loaded. Never
+  // throws: a check that cannot be made leaves the fault as it was.
+  void checks_after_a_fault(const HarnessFault& fault) {
+    try {
+      after_the_candidate_ended();
+      check_run_dir();
+    } catch (const std::exception&) {
+    }
+    fault_outweighed_ = findings_.has("channel_forged") || findings_.has("build_cache_tampered") ||
+                        findings_.has("run_dir_tampered");
+    if (fault_outweighed_) {
+      findings_.add("harness_fault_beside_tampering", Severity::Info,
+                    "the evaluation also ended early on what would have been a fault of kbv's "
+                    "own (" +
+                        fault.reason() + "); the candidate's tampering decides its verdict");
     }
   }
 
@@ -560,6 +589,8 @@ class Evaluation {
   std::string candidate_sha256_;
   std::vector<orchestrate::LoadedLibrary> loaded_libraries_;
   bool discard_session_ = false;
+  // A fault ended it, but the candidate's tampering found after it decides (checks_after_a_fault).
+  bool fault_outweighed_ = false;
   bool candidate_ran_ = false;
 };
 

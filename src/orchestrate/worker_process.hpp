@@ -127,6 +127,7 @@ class WorkerProcess {
   int wait_status_ = 0;
   bool overlong_ = false;        // a line longer than kMaxMessageBytes arrived: a malformed message
   std::uint64_t seq_ = 0;        // the last request's number; its answer must echo it
+  std::uint64_t answered_ = 0;   // the last request whose answer was read
   std::string pending_command_;  // the last request's command
   std::optional<std::string> forged_;
   bool stopped_ = false;

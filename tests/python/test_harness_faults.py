@@ -395,6 +395,53 @@ def test_a_reference_killed_beside_an_unsandboxed_candidate_is_its_runtime_error
     assert "without a PID namespace" in result["reason"]
 
 
+SWAP_HACK = CPU_CANDIDATES.parent.parent / "hacks" / "e2_swap_built_so.py"
+
+
+@pytest.mark.e2e
+def test_a_library_swapped_by_a_candidate_whose_reference_died_is_still_rejected(tmp_path):
+    """The library swap of the hack zoo (examples/hacks/e2_swap_built_so.py: an honest extension
+    built and loaded, then another library put under its name in the build cache) with a first
+    forward that waits, and the reference killed meanwhile. Alone, the death is a harness_error
+    (test_a_reference_worker_killed_mid_evaluation), evaluated again on a rerun, which would load
+    the swapped library and record it as the first one loaded for this content. With the swap
+    found once the candidate has ended, the swap decides: rejected, the fault noted beside it,
+    and the library the candidate did load recorded in the manifest for the next load."""
+    source = SWAP_HACK.read_text().replace(
+        "        return _ext.relu(x)",
+        "        _calls[0] += 1\n"
+        "        if _calls[0] == 1:\n"
+        "            time.sleep(6)\n"
+        "        return _ext.relu(x)",
+    )
+    assert "time.sleep(6)" in source
+    candidate = write(tmp_path / "swap_and_wait.py", "import time\n_calls = [0]\n" + source)
+    work = tmp_path / "work"
+    work.mkdir()
+    cache = tmp_path / "cache"  # its own: the swap stays out of every other test's cache
+    process = subprocess.Popen(
+        kbv_eval(tmp_path, cache, RELU, candidate, "--compile-timeout", "600"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=traced_env(work),
+    )
+    try:
+        kill_the_reference_once_drawn(process, work)
+        stdout, stderr = process.communicate(timeout=900)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stdout + stderr
+    result = result_of(tmp_path)
+    flags = {f["id"]: f for f in result["flags"]}
+    assert result["verdict"] == "rejected", (result["reason"], result["flags"])
+    assert flags["build_cache_tampered"]["severity"] == "reject"
+    beside = flags["harness_fault_beside_tampering"]["detail"]
+    assert "reference" in beside, beside
+    assert "harness_fault" not in result
+    assert list(cache.rglob("*.kbv-loaded.json")), "the loaded library was not recorded"
+
+
 JUNK_AT_IMPORT = "import os\n\nos.write(4, b'this is not a message\\n')\n"
 
 
