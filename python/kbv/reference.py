@@ -123,6 +123,8 @@ class ReferenceRole:
         self.module = None
         self.model: torch.nn.Module | None = None
         self.model64: torch.nn.Module | None = None
+        self._model64_kind = "copy"  # or "constructed" (_new_float64_model)
+        self._construction: tuple = (None, [])
         self.initial_state: dict[str, torch.Tensor] = {}
         self.initial_block: shared.Block | None = None
         self.keep = "truth"  # what a candidate is judged by: the truth, or a baseline variant
@@ -168,6 +170,7 @@ class ReferenceRole:
             ) from error
         hosting.seeded(hosting.CONSTRUCT_SEED)
         self.model = construct(model_cls, init_inputs, "problem").to(self.device).eval()
+        self._construction = (model_cls, init_inputs)  # for a float64 model built anew
         self.initial_state = {
             k: v.detach().clone().contiguous() for k, v in params.state_tensors(self.model).items()
         }
@@ -931,24 +934,57 @@ class ReferenceRole:
         memory is tried again with every case not in use let go, then falls back the same way,
         recorded with its reason."""
         assert self.model is not None
-        for attempt in range(2):
+        evicted = False
+        while True:
             try:
                 return self._float64_run(inputs, fp32), "float64", None
-            except torch.OutOfMemoryError as error:
-                _release_cached(self.device)
-                if attempt == 0:
-                    self._evict(0, everything=True)
+            except Exception as error:  # noqa: BLE001 - out of memory, or an op without float64
+                if _out_of_memory(error):
+                    _release_cached(self.device)
+                    if not evicted:
+                        evicted = True
+                        self._evict(0, everything=True)
+                        continue
+                    note = f"the float64 run did not fit in device memory: {str(error)[:200]}"
+                    return [o.detach() for o in fp32], "float32", note
+                if self._model64_kind == "copy":
+                    # A copy keeps what the model's code captured (a lambda over a submodule,
+                    # as minGPT's block has): a model built anew captures its own float64 parts.
+                    self.model64, self._model64_kind = None, "constructed"
                     continue
-                note = f"the float64 run did not fit in device memory: {str(error)[:200]}"
+                note = (
+                    "the problem does not run in float64: "
+                    f"{type(error).__name__}: {str(error)[:200]}"
+                )
                 return [o.detach() for o in fp32], "float32", note
-            except Exception:  # noqa: BLE001 - an op without float64 support
-                return [o.detach() for o in fp32], "float32", "the problem does not run in float64"
-        raise AssertionError("unreachable")
+
+    def _new_float64_model(self) -> torch.nn.Module:
+        """The reference model in float64: a deep copy (the model as it is), or, once a copy has
+        failed to run, the model built anew from the problem's construction (under the same seed,
+        the global generators put back after it); its state is loaded from the model before each
+        run either way. Float tensors the model keeps as plain attributes (not parameters or
+        buffers: an initial hidden state, a constant) become float64 too, as `.to` leaves them."""
+        assert self.model is not None
+        if self._model64_kind == "copy":
+            model64 = copy.deepcopy(self.model)
+        else:
+            model_cls, init_inputs = self._construction
+            devices = [self.device.index or 0] if self.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=devices):
+                hosting.seeded(hosting.CONSTRUCT_SEED)
+                model64 = construct(model_cls, copy.deepcopy(init_inputs), "problem")
+            model64 = model64.to(self.device).eval()
+        model64 = model64.to(torch.float64)
+        for module in model64.modules():
+            for name, value in list(vars(module).items()):
+                if torch.is_tensor(value) and value.is_floating_point():
+                    setattr(module, name, value.to(torch.float64))
+        return model64
 
     def _float64_run(self, inputs: list, fp32: list[torch.Tensor]) -> list[torch.Tensor]:
         assert self.model is not None
         if self.model64 is None:
-            self.model64 = copy.deepcopy(self.model).to(torch.float64)
+            self.model64 = self._new_float64_model()
         params.load_into(
             self.model64,
             params.state_tensors(self.model),
@@ -1380,7 +1416,11 @@ def _release_cached(device: torch.device) -> None:
 
 
 def _out_of_memory(error: BaseException) -> bool:
-    return isinstance(error, torch.OutOfMemoryError) or "OUT_OF_MEMORY" in str(error)
+    """Memory ran out, in torch's words or a library's (cuBLAS's, cuDNN's, a raw allocation's):
+    the worker's own reading, which the orchestrator is told too."""
+    from .worker import exhausted_resource
+
+    return exhausted_resource(error) == "out_of_memory" or "OUT_OF_MEMORY" in str(error)
 
 
 def _require_tensors(outputs: list) -> None:

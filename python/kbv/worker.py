@@ -110,7 +110,7 @@ def _links(error: BaseException):
         current = current.__cause__ or current.__context__
 
 
-def _resource(error: BaseException) -> str | None:
+def exhausted_resource(error: BaseException) -> str | None:
     """The resource whose exhaustion the error (or an error it was raised from) reports:
     "out_of_memory" or "disk_full". The orchestrator trusts this only from the reference worker
     (src/judge/harness_fault.hpp): the candidate's process can write anything on its channel."""
@@ -141,7 +141,7 @@ def _memory_of(error: BaseException) -> str:
 
 
 def _with_resource(payload: dict, error: BaseException) -> dict:
-    resource = _resource(error)
+    resource = exhausted_resource(error)
     if resource:
         payload["resource"] = resource
     if resource == "out_of_memory":

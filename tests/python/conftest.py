@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,17 @@ WRONG = REPO / "examples" / "wrong"
 
 # The python package is importable for the unit tests without installing it.
 sys.path.insert(0, str(REPO / "python"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _join_reference_warm_ups():
+    """A test that loads a problem into a ReferenceRole in this process starts the roofline's
+    warm-up thread (kbv.roofline.warm_up_in_background); one still inside torch when the
+    interpreter exits aborts it (`terminate called without an active exception`, exit 134)."""
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "kbv-flop-counter-warm-up":
+            thread.join(timeout=120)
 
 
 NATIVE_DIR = os.environ.get("KBV_NATIVE_DIR", str(REPO / "build"))

@@ -22,7 +22,7 @@ from kbv import worker
     ],
 )
 def test_device_memory_shortages_are_out_of_memory(message):
-    assert worker._resource(RuntimeError(message)) == "out_of_memory"
+    assert worker.exhausted_resource(RuntimeError(message)) == "out_of_memory"
     # ... of the device's: what the candidate held there is weighed (src/judge/held_memory.hpp)
     error = worker._with_resource({}, RuntimeError(message))
     assert error == {"resource": "out_of_memory", "memory": "device"}
@@ -55,11 +55,12 @@ def test_a_cause_is_followed_and_disk_full_is_told_apart():
         except OSError as inner:
             raise RuntimeError("writing the case failed") from inner
     except RuntimeError as error:
-        assert worker._resource(error) == "disk_full"
+        assert worker.exhausted_resource(error) == "disk_full"
 
 
 def test_other_errors_name_no_resource():
     assert (
-        worker._resource(RuntimeError("cudaErrorIllegalAddress: an illegal memory access")) is None
+        worker.exhausted_resource(RuntimeError("cudaErrorIllegalAddress: an illegal memory access"))
+        is None
     )
-    assert worker._resource(ValueError("shapes do not match")) is None
+    assert worker.exhausted_resource(ValueError("shapes do not match")) is None

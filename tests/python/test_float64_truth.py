@@ -1,0 +1,173 @@
+"""The float64 truth of problems a plain float64 copy of the model cannot run (on the CPU,
+through the reference worker's own commands): a model whose code captured one of its submodules
+in a lambda (KernelBench's level3/44_MiniGPTBlock: a deep copy keeps calling the float32
+submodule) is built anew for float64; float tensors kept as plain attributes become float64
+with the rest. A problem that truly does not run in float64 keeps the recorded float32 fallback,
+now with its reason; a library's out-of-memory words are a shortage (cases let go, tried again),
+not a problem without float64."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch  # before kbv_native: the module must share torch's CUDA runtime
+from conftest import import_native_or_skip_module
+
+kn = import_native_or_skip_module()
+
+from kbv import reference  # noqa: E402
+
+SECRET = "float64-truth-test-secret"
+
+# minGPT's block keeps `self.mlpf = lambda x: m.c_proj(m.act(m.c_fc(x)))` over its ModuleDict.
+CLOSURE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mlp = nn.ModuleDict(dict(c_fc=nn.Linear(64, 128), c_proj=nn.Linear(128, 32)))
+        m = self.mlp
+        self.mlpf = lambda x: m.c_proj(torch.tanh(m.c_fc(x)))
+
+    def forward(self, x):
+        return self.mlpf(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# A constant kept as a plain attribute: `.to(torch.float64)` leaves it float32.
+PLAIN_ATTRIBUTE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.randn(64, 32)
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+NO_FLOAT64 = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        if x.dtype == torch.float64:
+            raise RuntimeError("this operator has no double kernel")
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+ROLES: list[reference.ReferenceRole] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_roles():
+    yield
+    while ROLES:
+        role = ROLES.pop()
+        role.cmd_end_candidate({})
+        role.cache_bytes = 0
+        role._evict(0, everything=True)
+        if role.initial_block is not None:
+            role.initial_block.close()
+
+
+def _role(tmp_path, source: str) -> reference.ReferenceRole:
+    problem = tmp_path / "problem.py"
+    problem.write_text(textwrap.dedent(source))
+    role = reference.ReferenceRole()
+    role.cmd_load_problem({"device": "cpu", "problem": str(problem)})
+    role.cmd_set_plan({"cache_bytes": 1 << 30})
+    ROLES.append(role)
+    return role
+
+
+def _native_case(role) -> reference.Case:
+    role.cmd_prepare_case(
+        {"id": "native-0", "family": "native", "draw": 0, "redraw": [], "secret": SECRET}
+    )
+    return role.cases["native-0"]
+
+
+def test_a_model_whose_code_captured_a_submodule_is_built_anew_for_float64(tmp_path):
+    role = _role(tmp_path, CLOSURE)
+    case = _native_case(role)
+    assert case.figures["truth"] == "float64", case.figures["truth_note"]
+    assert role._model64_kind == "constructed"
+    (x,) = case.inputs.as_list()
+    m = role.model.mlp
+    x64 = x.double()
+    expected = torch.nn.functional.linear(
+        torch.tanh(torch.nn.functional.linear(x64, m.c_fc.weight.double(), m.c_fc.bias.double())),
+        m.c_proj.weight.double(),
+        m.c_proj.bias.double(),
+    )
+    assert case.judged[0].dtype == torch.float64
+    torch.testing.assert_close(case.judged[0], expected, rtol=1e-12, atol=1e-12)
+    # The float32 model's own capture is untouched: it still runs its own submodule.
+    assert role.model.mlpf(x).dtype == torch.float32
+
+
+def test_a_model_whose_copy_runs_keeps_the_copy(tmp_path):
+    role = _role(tmp_path, PLAIN_ATTRIBUTE)
+    case = _native_case(role)
+    assert case.figures["truth"] == "float64", case.figures["truth_note"]
+    assert role._model64_kind == "copy"
+    assert role.model64.w.dtype == torch.float64 and role.model.w.dtype == torch.float32
+    (x,) = case.inputs.as_list()
+    torch.testing.assert_close(case.judged[0], x.double() @ role.model.w.double())
+
+
+def test_a_problem_without_float64_keeps_the_float32_fallback_with_its_reason(tmp_path):
+    role = _role(tmp_path, NO_FLOAT64)
+    case = _native_case(role)
+    assert case.figures["truth"] == "float32"
+    note = case.figures["truth_note"]
+    assert "does not run in float64" in note and "no double kernel" in note, note
+
+
+def test_a_library_out_of_memory_is_a_shortage_not_a_missing_float64(tmp_path, monkeypatch):
+    role = _role(tmp_path, PLAIN_ATTRIBUTE)
+    evicted = []
+    monkeypatch.setattr(role, "_evict", lambda incoming, everything=False: evicted.append(1))
+
+    def short_of_memory(inputs, fp32):
+        raise RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate")
+
+    monkeypatch.setattr(role, "_float64_run", short_of_memory)
+    truth, kind, note = role._truth([torch.randn(16, 64)], [torch.zeros(16, 32)])
+    assert kind == "float32"
+    assert evicted == [1]  # the kept cases were let go and the run tried once more
+    assert note.startswith("the float64 run did not fit in device memory"), note
