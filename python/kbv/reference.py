@@ -427,6 +427,7 @@ class ReferenceRole:
                     "structure": outputs["structure"],
                     "truth": outputs["truth_kind"],
                     "baselines": outputs["baselines"],
+                    "from_case": bool(outputs.get("reused")),
                 }
             )
             answer_sets.append({"case": case_id, "inputs": case.inputs.layout})

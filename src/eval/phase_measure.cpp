@@ -87,6 +87,11 @@ TimingRecord measure_timing(CandidateSide& side, int timing_sets, const EvalSett
   if (!timing.ok) return out;
   out.ok = true;
   out.timing = timing.timing;
+  // Timing sets whose golden outputs are their case's own (drawn under the initial state), not
+  // computed again by the reference's forwards (python/kbv/reference.py _timing_outputs).
+  int from_cases = 0;
+  for (const auto& g : golden) from_cases += g.value("from_case", false) ? 1 : 0;
+  out.timing["sets"] = {{"count", golden.size()}, {"outputs_from_cases", from_cases}};
   const auto& s = timing.samples;
   out.speedup["vs_tf32"] = stats::speedup(s.at("tf32"), s.at("cand")).to_json();
   out.speedup["vs_fp32"] = stats::speedup(s.at("fp32"), s.at("cand")).to_json();

@@ -125,6 +125,10 @@ def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
     assert set(drawn_ahead) == set(results["3_ReLU"]["correctness"])
     assert all(f["evaluated"] == f["draws"] > 0 for f in drawn_ahead.values())
     assert results["4_Softmax"]["candidate"].get("worker_started_ahead") is True
+    # Neither problem has parameters: every timing set's golden outputs are its case's own.
+    for name in ("3_ReLU", "4_Softmax"):
+        sets = results[name]["timing"]["sets"]
+        assert sets["count"] >= 1 and sets["outputs_from_cases"] == sets["count"], sets
 
 
 def test_problem_failing_while_prepared_ahead_is_reported_as_broken(tmp_path, cache_dir):
