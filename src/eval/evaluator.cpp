@@ -62,6 +62,7 @@ class Evaluation {
     result.candidate = {{"path", fs::absolute(request_.candidate).string()}};
     result.limits = request_.limits.to_json();
     std::optional<HarnessFault> fault;  // kbv's own failure: harness_error, not a verdict
+    bool ended_early = false;           // by an exception: a fault, or the candidate's failure
     try {
       run_phases(result);
       after_the_candidate_ended();
@@ -83,11 +84,12 @@ class Evaluation {
       if (outcome.candidate_failure) failure_ = outcome.candidate_failure;
       if (!outcome.error_detail.empty()) result.error_detail = outcome.error_detail;
       discard_session_ = true;  // a dead or unsure reference, a full disk: start afresh
+      ended_early = true;
     } catch (...) {
       release(/*discard_session=*/true);
       throw;
     }
-    if (fault) checks_after_a_fault(*fault);
+    if (ended_early) checks_after_ending_early(fault ? &*fault : nullptr);
     if (lease_.session) {
       result.problem["reference"] = lease_.session->record(lease_.reused);
       if (lease_.started_ahead) {
@@ -324,9 +326,12 @@ class Evaluation {
     }
   }
 
-  void check_run_dir() {
+  void check_run_dir(bool* complete = nullptr) {
     if (!exchange_ || listing_.empty()) return;
-    auto changed = judge::changed_entries(listing_, judge::list_run_dir(exchange_->run_dir()));
+    bool read = true;
+    auto changed =
+        judge::changed_entries(listing_, judge::list_run_dir(exchange_->run_dir(), &read));
+    if (complete && !read) *complete = false;
     if (!changed.empty()) {
       findings_.add("run_dir_tampered", Severity::Reject,
                     fmt::format("files of the run directory outside the candidate's scratch "
@@ -335,33 +340,42 @@ class Evaluation {
     }
   }
 
-  // An evaluation a fault of kbv's ended early still gets the checks made once the candidate
-  // has ended: a candidate that swapped a library in its build cache, forged a line on its
-  // channel or wrote into the run directory may have provoked the fault too, and a harness
-  // error is evaluated again, loading what it left. Where one fires, that evidence decides the
-  // verdict (rejected) and the fault is noted beside it; the build cache's manifest is recorded
-  // either way, so the next load of this content is compared with what this one loaded. Never
-  // throws: a check that cannot be made leaves the fault as it was.
-  void checks_after_a_fault(const HarnessFault& fault) {
+  // An evaluation an exception ended early still gets the checks made once the candidate has
+  // ended: a candidate that swapped a library in its build cache, forged a line on its channel or
+  // wrote into the run directory may have provoked the failure too, and a harness error (or a
+  // runtime error on a shared device) is evaluated again, loading what it left. The build
+  // cache's manifest is recorded either way, so the next load of this content is compared with
+  // what this one loaded. Where the failure is the candidate's, a rejection found here decides
+  // as on the normal path. Where it is a fault of kbv's, the evidence decides the verdict
+  // (rejected, the fault noted beside it) only where it is evidence: a forged line, or a change
+  // in files that could all be read (a fault of kbv's own, out of descriptors or memory, may
+  // also be why a file could not be read: then the fault stands, the flags beside it). Never
+  // throws.
+  void checks_after_ending_early(const HarnessFault* fault) {
+    bool complete = true;
     try {
-      after_the_candidate_ended();
-      check_run_dir();
+      after_the_candidate_ended(&complete);
+      check_run_dir(&complete);
     } catch (const std::exception&) {
+      complete = false;
     }
-    fault_outweighed_ = findings_.has("channel_forged") || findings_.has("build_cache_tampered") ||
-                        findings_.has("run_dir_tampered");
+    if (!fault) return;
+    fault_outweighed_ =
+        findings_.has("channel_forged") ||
+        (complete && (findings_.has("build_cache_tampered") || findings_.has("run_dir_tampered")));
     if (fault_outweighed_) {
       findings_.add("harness_fault_beside_tampering", Severity::Info,
                     "the evaluation also ended early on what would have been a fault of kbv's "
                     "own (" +
-                        fault.reason() + "); the candidate's tampering decides its verdict");
+                        fault->reason() + "); the candidate's tampering decides its verdict");
     }
   }
 
   // Once the candidate's worker has ended (asked to exit, its namespace gone with it): its
   // channel read to the end, and its build-cache folder against what it loaded from there.
-  void after_the_candidate_ended() {
-    if (!worker_ || !worker_->process) return;
+  void after_the_candidate_ended(bool* complete = nullptr) {
+    if (candidate_checked_ || !worker_ || !worker_->process) return;
+    candidate_checked_ = true;
     worker_->process->stop();
     if (const auto& forged = worker_->process->forged()) {
       findings_.add("channel_forged", Severity::Reject,
@@ -372,7 +386,7 @@ class Evaluation {
     if (candidate_sha256_.empty() || !candidate_ran_) return;
     const auto cache = orchestrate::extension_cache_dir(
         request_.placement.cache_dir, candidate_sha256_, request_.settings.device);
-    auto changes = orchestrate::build_cache_changes(cache, loaded_libraries_);
+    auto changes = orchestrate::build_cache_changes(cache, loaded_libraries_, complete);
     if (!changes.empty()) {
       findings_.add("build_cache_tampered", Severity::Reject,
                     fmt::format("the candidate's build-cache folder changed behind the libraries "
@@ -589,8 +603,10 @@ class Evaluation {
   std::string candidate_sha256_;
   std::vector<orchestrate::LoadedLibrary> loaded_libraries_;
   bool discard_session_ = false;
-  // A fault ended it, but the candidate's tampering found after it decides (checks_after_a_fault).
+  // A fault ended it, but the candidate's tampering found after it decides
+  // (checks_after_ending_early).
   bool fault_outweighed_ = false;
+  bool candidate_checked_ = false;  // after_the_candidate_ended ran
   bool candidate_ran_ = false;
 };
 

@@ -5,18 +5,27 @@
 namespace kbv::judge {
 namespace fs = std::filesystem;
 
-RunDirListing list_run_dir(const fs::path& run_dir) {
+RunDirListing list_run_dir(const fs::path& run_dir, bool* complete) {
   RunDirListing out;
+  bool read = true;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
-    out[entry.path().filename().string()] = {0, {}};
+  for (fs::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    out[it->path().filename().string()] = {0, {}};
   }
+  if (ec) read = false;
   for (const char* sub : {"inputs", "state", "golden"}) {
-    for (const auto& entry : fs::directory_iterator(run_dir / sub, ec)) {
-      out[fmt::format("{}/{}", sub, entry.path().filename().string())] = {
-          entry.file_size(ec), entry.last_write_time(ec)};
+    ec.clear();
+    fs::directory_iterator it(run_dir / sub, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) read = false;  // absent: nothing kept
+    for (fs::directory_iterator end; !ec && it != end; it.increment(ec)) {
+      std::error_code size_ec, time_ec;
+      out[fmt::format("{}/{}", sub, it->path().filename().string())] = {
+          it->file_size(size_ec), it->last_write_time(time_ec)};
+      if (size_ec || time_ec) read = false;
     }
+    if (ec && ec != std::errc::no_such_file_or_directory) read = false;
   }
+  if (complete && !read) *complete = false;
   // The workers' logs grow while they run.
   out.erase("reference.log");
   out.erase("candidate.log");

@@ -16,7 +16,10 @@ namespace kbv::judge {
 using RunDirListing =
     std::map<std::string, std::pair<std::uintmax_t, std::filesystem::file_time_type>>;
 
-RunDirListing list_run_dir(const std::filesystem::path& run_dir);
+// `complete` (when given) is set false (never true) where the directory or an entry could not
+// be read: an
+// entry missing from the listing for that reason is no evidence of anything.
+RunDirListing list_run_dir(const std::filesystem::path& run_dir, bool* complete = nullptr);
 
 // The entries created, changed or removed between `before` and `after`, by name.
 std::vector<std::string> changed_entries(const RunDirListing& before, const RunDirListing& after);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <fstream>
 #include <iterator>
 #include <system_error>
@@ -82,10 +83,13 @@ std::vector<LoadedLibrary> loaded_libraries(const nlohmann::json& extension_file
 }
 
 std::vector<std::string> build_cache_changes(const fs::path& cache,
-                                             const std::vector<LoadedLibrary>& loaded) {
+                                             const std::vector<LoadedLibrary>& loaded,
+                                             bool* complete) {
   std::vector<std::string> out;
+  bool read = true;
   std::error_code ec;
   const fs::path folder = fs::weakly_canonical(cache, ec);
+  if (ec) read = false;
   for (const auto& lib : loaded) {
     const fs::path file = folder / lib.relative;
     if (lib.replaced_before_record) {
@@ -95,21 +99,27 @@ std::vector<std::string> build_cache_changes(const fs::path& cache,
     }
     struct stat st {};
     if (::stat(file.c_str(), &st) != 0) {
+      if (errno != ENOENT && errno != ENOTDIR) read = false;
       out.push_back(fmt::format("{}: removed after it was loaded", lib.relative));
     } else if (static_cast<long long>(st.st_ino) != lib.inode) {
       out.push_back(fmt::format("{}: replaced by another file after it was loaded", lib.relative));
-    } else if (sha256_or_empty(file) != lib.sha256) {
+    } else if (const std::string sha = sha256_or_empty(file); sha != lib.sha256) {
+      if (sha.empty()) read = false;
       out.push_back(fmt::format("{}: changed in place after it was loaded", lib.relative));
     }
   }
+  ec.clear();
   for (auto it = fs::recursive_directory_iterator(
            folder, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (is_startup_hook(it->path()) && !it->is_directory(ec)) {
+    std::error_code kind_ec;
+    if (is_startup_hook(it->path()) && !it->is_directory(kind_ec)) {
       out.push_back(fmt::format("{}: a Python start-up hook planted in the build cache",
                                 it->path().lexically_relative(folder).string()));
     }
   }
+  if (ec) read = false;
+  if (complete && !read) *complete = false;
   return out;
 }
 

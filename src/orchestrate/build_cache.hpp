@@ -53,8 +53,11 @@ std::vector<LoadedLibrary> loaded_libraries(const nlohmann::json& extension_file
 // What is wrong with `cache` now, given what was loaded from it: a library replaced or changed
 // since (or before) its record, and Python start-up hooks (`*.pth`, `sitecustomize*`,
 // `usercustomize*`) planted anywhere in the folder. One line each; empty when all is well.
+// `complete` (when given) is set false (never true) where something could not be read (the folder,
+// a library's status or bytes): a line made of such a failure is no proof of tampering.
 std::vector<std::string> build_cache_changes(const std::filesystem::path& cache,
-                                             const std::vector<LoadedLibrary>& loaded);
+                                             const std::vector<LoadedLibrary>& loaded,
+                                             bool* complete = nullptr);
 
 // The manifest of `cache`: a sibling file (outside the folder the sandbox lets a worker write).
 std::filesystem::path manifest_path(const std::filesystem::path& cache);

@@ -54,6 +54,12 @@ int default_workers_per_device(const std::string& device, int cuda_devices, unsi
   return std::clamp(per, 2, kMaxDefaultWorkersPerGpu);
 }
 
+bool worth_a_health_check(const Result& result) {
+  return result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout ||
+         result.verdict == Verdict::HarnessError ||
+         result.has_flag("harness_fault_beside_tampering");
+}
+
 bool device_healthy(const std::string& device) {
   std::string command = "timeout 60 " + orchestrate::locate_python() +
                         " -c 'import torch; x = torch.ones(1024, device=\"" + device +

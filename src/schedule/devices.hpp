@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/result.hpp"
+
 namespace kbv::schedule {
 
 // The CUDA GPUs the driver shows (/dev/nvidia0, /dev/nvidia1, ...): the one presence probe.
@@ -28,5 +30,8 @@ int default_workers_per_device(const std::string& device, int cuda_devices, unsi
 // After a crash or hang on a GPU: can a fresh process still allocate, compute and synchronise
 // there? A wedged device must not turn every later candidate into a failure.
 bool device_healthy(const std::string& device);
+// Whether a result may have come from a wedged GPU, so the device is checked after it: a
+// runtime error, a timeout, a harness error, or a fault of kbv's that tampering outweighed.
+bool worth_a_health_check(const Result& result);
 
 }  // namespace kbv::schedule

@@ -328,9 +328,7 @@ class DeviceThread {
       result = kbv::eval::harness_error_result(request_for(i), fault, t.problem.name);
     }
     bool healthy = true;
-    if (device_.starts_with("cuda") &&
-        (result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout ||
-         result.verdict == Verdict::HarnessError)) {
+    if (device_.starts_with("cuda") && worth_a_health_check(result)) {
       healthy = device_healthy(device_);
     }
     std::lock_guard guard(run_.lock);

@@ -250,9 +250,7 @@ void EvalPool::store(size_t index, const Job& job, const std::string& key, const
                   to_string(result.verdict), seconds,
                   result.has_flag("evaluated_alone") ? " (alone)" : ""));
   // A crash or hang may have wedged the GPU: a wedged device must not fail every later job.
-  if (device.starts_with("cuda") &&
-      (result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout ||
-       result.verdict == Verdict::HarnessError)) {
+  if (device.starts_with("cuda") && schedule::worth_a_health_check(result)) {
     healthy = schedule::device_healthy(device);
   }
 }

@@ -72,6 +72,30 @@ TEST_F(BuildCacheGuard, AReplacedLibraryIsAChange) {
   EXPECT_NE(changes[0].find("replaced by another file"), std::string::npos) << changes[0];
 }
 
+TEST_F(BuildCacheGuard, AFolderThatCannotBeReadIsSaidToBeIncomplete) {
+  auto loaded = loaded_libraries(record(), cache_);
+  bool complete = true;
+  EXPECT_TRUE(build_cache_changes(cache_, loaded, &complete).empty());
+  EXPECT_TRUE(complete);  // an honest, readable folder
+  // The folder is now a file: nothing in it can be listed, so what looks removed proves nothing
+  // (after a fault of kbv's own, out of descriptors or memory, reads fail the same way).
+  fs::remove_all(cache_);
+  write(cache_, "not a folder");
+  auto changes = build_cache_changes(cache_, loaded, &complete);
+  EXPECT_FALSE(changes.empty());
+  EXPECT_FALSE(complete);
+}
+
+TEST_F(BuildCacheGuard, ARemovedLibraryInAReadableFolderIsComplete) {
+  auto loaded = loaded_libraries(record(), cache_);
+  fs::remove(library_);
+  bool complete = true;
+  auto changes = build_cache_changes(cache_, loaded, &complete);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_NE(changes[0].find("removed"), std::string::npos) << changes[0];
+  EXPECT_TRUE(complete);
+}
+
 TEST_F(BuildCacheGuard, ALibraryChangedInPlaceIsAChange) {
   auto loaded = loaded_libraries(record(), cache_);
   write(library_, "honest librarz");  // same inode, other bytes

@@ -234,5 +234,21 @@ TEST(RunDirListing, UnchangedIsCleanAndEveryChangeIsNamed) {
   fs::remove_all(dir);
 }
 
+TEST(RunDirListing, ADirectoryThatCannotBeReadIsSaidToBeIncomplete) {
+  auto dir = fs::temp_directory_path() /
+             ("kbv-listing-read-" +
+              std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  fs::create_directories(dir);
+  std::ofstream(dir / ".kbv-owner") << "1";
+  bool complete = true;
+  auto listed = list_run_dir(dir, &complete);
+  EXPECT_TRUE(complete);  // no inputs/state/golden folders: nothing kept there, not a failure
+  EXPECT_EQ(listed.size(), 1u);
+  fs::remove_all(dir);
+  // Gone (or unreadable): every entry looks removed, and the listing says it could not look.
+  EXPECT_FALSE(changed_entries(listed, list_run_dir(dir, &complete)).empty());
+  EXPECT_FALSE(complete);
+}
+
 }  // namespace
 }  // namespace kbv::judge

@@ -398,6 +398,20 @@ def test_a_reference_killed_beside_an_unsandboxed_candidate_is_its_runtime_error
 SWAP_HACK = CPU_CANDIDATES.parent.parent / "hacks" / "e2_swap_built_so.py"
 
 
+def _swap_and_wait() -> str:
+    """The library swap of the hack zoo with a first forward that waits 6 s (the time a test
+    takes to kill the reference meanwhile)."""
+    source = SWAP_HACK.read_text().replace(
+        "        return _ext.relu(x)",
+        "        _calls[0] += 1\n"
+        "        if _calls[0] == 1:\n"
+        "            time.sleep(6)\n"
+        "        return _ext.relu(x)",
+    )
+    assert "time.sleep(6)" in source
+    return "import time\n_calls = [0]\n" + source
+
+
 @pytest.mark.e2e
 def test_a_library_swapped_by_a_candidate_whose_reference_died_is_still_rejected(tmp_path):
     """The library swap of the hack zoo (examples/hacks/e2_swap_built_so.py: an honest extension
@@ -407,15 +421,7 @@ def test_a_library_swapped_by_a_candidate_whose_reference_died_is_still_rejected
     the swapped library and record it as the first one loaded for this content. With the swap
     found once the candidate has ended, the swap decides: rejected, the fault noted beside it,
     and the library the candidate did load recorded in the manifest for the next load."""
-    source = SWAP_HACK.read_text().replace(
-        "        return _ext.relu(x)",
-        "        _calls[0] += 1\n"
-        "        if _calls[0] == 1:\n"
-        "            time.sleep(6)\n"
-        "        return _ext.relu(x)",
-    )
-    assert "time.sleep(6)" in source
-    candidate = write(tmp_path / "swap_and_wait.py", "import time\n_calls = [0]\n" + source)
+    candidate = write(tmp_path / "swap_and_wait.py", _swap_and_wait())
     work = tmp_path / "work"
     work.mkdir()
     cache = tmp_path / "cache"  # its own: the swap stays out of every other test's cache
@@ -439,6 +445,37 @@ def test_a_library_swapped_by_a_candidate_whose_reference_died_is_still_rejected
     beside = flags["harness_fault_beside_tampering"]["detail"]
     assert "reference" in beside, beside
     assert "harness_fault" not in result
+    assert list(cache.rglob("*.kbv-loaded.json")), "the loaded library was not recorded"
+
+
+@pytest.mark.e2e
+def test_a_library_swapped_by_an_unsandboxed_candidate_whose_reference_died_is_rejected(tmp_path):
+    """The same swap and wait, without the sandbox: there the reference's death is the
+    candidate's runtime_error (it could have killed it), an evaluation ended by an exception as
+    the candidate's failure, evaluated again alone on a shared GPU, loading the swapped library.
+    The checks made once the candidate has ended still run, and the swap decides."""
+    candidate = write(tmp_path / "swap_and_wait.py", _swap_and_wait())
+    work = tmp_path / "work"
+    work.mkdir()
+    cache = tmp_path / "cache"
+    process = subprocess.Popen(
+        kbv_eval(tmp_path, cache, RELU, candidate, "--compile-timeout", "600", "--no-sandbox"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=traced_env(work),
+    )
+    try:
+        kill_the_reference_once_drawn(process, work)
+        stdout, stderr = process.communicate(timeout=900)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stdout + stderr
+    result = result_of(tmp_path)
+    flags = {f["id"] for f in result["flags"]}
+    assert result["verdict"] == "rejected", (result["reason"], result["flags"])
+    assert "build_cache_tampered" in flags
+    assert "harness_fault_beside_tampering" not in flags  # no fault of kbv's: its own failure
     assert list(cache.rglob("*.kbv-loaded.json")), "the loaded library was not recorded"
 
 
