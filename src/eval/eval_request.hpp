@@ -84,6 +84,10 @@ struct EvalPlacement {
   // gives each reference session its share, and an evaluation too large for its share takes
   // the device alone (eval/memory_plan.hpp).
   int evaluations_per_device = 1;
+  // Reference sessions are started ahead on the device beside the evaluations (kbv run, not
+  // while a retry has the device alone): their share of the device's memory for cases
+  // (kAheadShare) is then not the sessions' (eval/memory_plan.hpp).
+  bool sessions_ahead = false;
   // A worker started ahead for this very candidate (start_candidate_worker): kbv run starts
   // each device thread's next candidate's worker while the current one is evaluated. Used when
   // it is still alive and was started for the same file; otherwise one is started here.

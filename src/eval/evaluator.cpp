@@ -441,7 +441,8 @@ class Evaluation {
   void prepare(ReferenceSession& session, const json& redraw, WorkerExchange& workers) {
     if (session.preparations == 0 || session.prepared_redraw != redraw) {
       draw_session_cases(session, protocol_, redraw, request_.problem, workers.reference_call(),
-                         request_.placement.evaluations_per_device);
+                         request_.placement.evaluations_per_device,
+                         request_.placement.sessions_ahead);
     }
   }
 

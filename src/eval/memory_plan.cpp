@@ -22,7 +22,8 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
   // On the host the budget comes from what is free (other programs use the machine); on a GPU
   // from the device's size (the reference's own context and model are already in `free`).
   const double pool = f.device ? f.total_bytes : f.free_bytes;
-  const double share = pool * (f.device ? kCacheShare - kAheadShare : kCacheShare) / evaluations;
+  const double cases_share = f.device && f.sessions_ahead ? kCacheShare - kAheadShare : kCacheShare;
+  const double share = pool * cases_share / evaluations;
   const double case_bytes = std::max(1.0, f.case_bytes);
   plan.cached_cases = std::clamp(static_cast<int>(std::floor(share / case_bytes)), 0, f.cases);
   plan.cache_bytes = plan.cached_cases * case_bytes;

@@ -24,6 +24,7 @@ struct MemoryFacts {
   int cases = 0;                  // hidden cases of the protocol
   int timing_sets_wanted = 4;
   int evaluations_per_device = 1;
+  bool sessions_ahead = false;  // sessions started ahead share the device (kAheadShare)
 };
 
 struct MemoryPlan {
@@ -41,14 +42,14 @@ struct MemoryPlan {
 // The share of memory all reference sessions of a device may keep cases in, and the part of the
 // device one evaluation may assume when others run beside it.
 inline constexpr double kCacheShare = 0.30;
-// Of that share on a device, the part the reference sessions started ahead of their evaluations
-// (kbv run draws the next problem's cases beside the evaluation in progress, one session per
-// device thread) may hold together, reserved in the device's ahead ledger (DeviceGate::ahead)
-// until their evaluation takes them over; a draw that does not fit there at once is left to its
-// evaluation, whose working memory the memory ledger accounts for. Unaccounted, four sessions
-// ahead could each draw up to a quarter of the H200 beside the evaluations' reservations and
-// keep a session's share of cases until taken over (session 13: 11 out-of-memory first attempts
-// in 84, some in processes holding under 1 GB, the memory held by others).
+// Of that share, on a device where kbv run starts the next problem's session ahead (one per
+// device thread, drawing beside the evaluation in progress): the part those sessions may hold
+// together, reserved in the device's ahead ledger (DeviceGate::ahead) until their evaluation
+// takes them over; a draw that does not fit there at once is left to its evaluation, whose
+// working memory the memory ledger accounts for. Unaccounted, four sessions ahead could each
+// draw up to a quarter of the H200 beside the evaluations' reservations and keep a session's
+// share of cases until taken over (session 13: 11 out-of-memory first attempts in 84, some in
+// processes holding under 1 GB, the memory held by others).
 inline constexpr double kAheadShare = 0.08;
 // The share of a device's memory the evaluations on it may reserve for their working memory
 // (the memory ledger's capacity): what the cases kept leave, less a margin for the contexts and

@@ -68,7 +68,7 @@ std::string case_id(const std::string& family, int draw, const std::string& suff
 
 // The memory facts of a session's first drawn case (its figures) and of its device.
 MemoryFacts facts_of(const ReferenceSession& session, const json& first, const Protocol& protocol,
-                     int evaluations_per_device) {
+                     int evaluations_per_device, bool sessions_ahead = false) {
   MemoryFacts f;
   const json memory = session.loaded.value("memory", json::object());
   f.device = memory.value("kind", "") == "device";
@@ -90,6 +90,7 @@ MemoryFacts facts_of(const ReferenceSession& session, const json& first, const P
   f.cases = 0;
   for (const auto& family : protocol.families) f.cases += family.draws;
   f.evaluations_per_device = evaluations_per_device;
+  f.sessions_ahead = sessions_ahead;
   return f;
 }
 
@@ -153,7 +154,7 @@ json ensure_case(ReferenceSession& session, json& c, const fs::path& problem,
 
 void draw_session_cases(ReferenceSession& session, const Protocol& protocol, const json& redraw,
                         const fs::path& problem, const ReferenceCall& call,
-                        int evaluations_per_device, double ahead_bytes) {
+                        int evaluations_per_device, bool sessions_ahead, double ahead_bytes) {
   session.prepared = {
       {"cases", case_list(protocol, redraw, default_redraw(session.loaded, protocol))}};
   session.prepared_redraw = redraw;
@@ -164,7 +165,8 @@ void draw_session_cases(ReferenceSession& session, const Protocol& protocol, con
   // The first case gives the sizes the memory plan needs; the plan sets the reference's budget.
   ensure_case(session, cases[0], problem, call, /*pin=*/false);
   if (!session.plan) {
-    session.plan = plan_memory(facts_of(session, cases[0], protocol, evaluations_per_device));
+    session.plan =
+        plan_memory(facts_of(session, cases[0], protocol, evaluations_per_device, sessions_ahead));
     // An operator's (and the tests') override of the case budget: 0 streams one case at a time
     // on any machine, the path KernelBench's largest problems take on the GPU.
     if (const char* env = std::getenv("KBV_CASE_CACHE_BYTES"); env && *env) {
@@ -304,7 +306,8 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
           !gate && loaded_needs_device_alone(s->loaded, request.placement.evaluations_per_device);
       if (permit.scope == AheadPermit::Scope::draw && !alone) {
         draw_session_cases(*s, protocol, default_redraw(s->loaded, protocol), request.problem, call,
-                           request.placement.evaluations_per_device, permit.bytes);
+                           request.placement.evaluations_per_device,
+                           request.placement.sessions_ahead, permit.bytes);
       }
       s->prepared_ahead = true;
     } catch (const std::exception& error) {

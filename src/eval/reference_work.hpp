@@ -68,6 +68,7 @@ nlohmann::json ensure_case(ReferenceSession& session, nlohmann::json& c,
 void draw_session_cases(ReferenceSession& session, const Protocol& protocol,
                         const nlohmann::json& redraw, const std::filesystem::path& problem,
                         const ReferenceCall& call, int evaluations_per_device,
+                        bool sessions_ahead = false,
                         double ahead_bytes = std::numeric_limits<double>::infinity());
 
 // What a reference session started ahead may do beside the evaluations running on its device,

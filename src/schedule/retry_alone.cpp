@@ -23,6 +23,7 @@ std::string first_attempt(const Result& result) {
 void place_alone(eval::EvalRequest& request) {
   request.placement.gate = nullptr;
   request.placement.evaluations_per_device = 1;
+  request.placement.sessions_ahead = false;  // the threads let theirs go
 }
 
 void mark_evaluated_alone(Result& result, const std::string& first_attempt) {

@@ -146,6 +146,7 @@ class DeviceThread {
     // next problem prepares ahead on it, and a timing run must exclude both.
     eval.placement.gate = gate_;
     eval.placement.evaluations_per_device = evaluations_on_device_;
+    eval.placement.sessions_ahead = true;  // start_ahead, on every device
     return eval;
   }
 

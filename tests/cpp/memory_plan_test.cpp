@@ -137,3 +137,25 @@ TEST(MemoryPlan, TheCandidatesForwardAndModelAreReservedBesideTheDraw) {
 
 }  // namespace
 }  // namespace kbv::eval
+
+namespace kbv::eval {
+namespace {
+
+TEST(MemoryPlan, SessionsStartedAheadTakeTheirShareOfTheCasesOnlyWhereThereAreAny) {
+  // A 2 GB case on the H200 with four evaluations: 30% of 141 GB / 4 keeps 5 cases; where kbv
+  // run starts sessions ahead, 22% keeps 3 (the other 8% is the ahead ledger's).
+  auto alone = h200(2 * GB, 0.1 * GB, 4);
+  EXPECT_EQ(plan_memory(alone).cached_cases, 5);
+  auto beside_ahead = alone;
+  beside_ahead.sessions_ahead = true;
+  EXPECT_EQ(plan_memory(beside_ahead).cached_cases, 3);
+  // The host has no ahead ledger: the same share either way.
+  auto host = alone;
+  host.device = false;
+  auto host_ahead = host;
+  host_ahead.sessions_ahead = true;
+  EXPECT_EQ(plan_memory(host).cached_cases, plan_memory(host_ahead).cached_cases);
+}
+
+}  // namespace
+}  // namespace kbv::eval
