@@ -519,6 +519,20 @@ class ReferenceRole:
         result["persistent_bytes"] = memory.state_bytes(self.model)
         return result
 
+    def cmd_cap_memory(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Caps what torch's allocator may hold in this process on the device at `bytes` (0:
+        lifts the cap): a session drawn ahead of its evaluation stays within what it reserved
+        of the device's ahead share, whatever its forward's intermediates turn out to need (an
+        attention problem's scores are far above its inputs); over it, its draw runs out of
+        memory in this process, not in another evaluation's. Nothing to cap on the host."""
+        if self.device.type != "cuda":
+            return {"capped": False}
+        total = torch.cuda.get_device_properties(self.device).total_memory
+        wanted = int(request.get("bytes", 0))
+        fraction = min(1.0, wanted / total) if wanted > 0 else 1.0
+        torch.cuda.set_per_process_memory_fraction(fraction, self.device)
+        return {"capped": fraction < 1.0, "fraction": fraction}
+
     def cmd_ping(self, request: dict[str, Any]) -> dict[str, Any]:
         """Alive and serving: a kept reference is checked before another candidate reuses it."""
         return {"resident_bytes": self._resident_bytes(), "cases": len(self.cases)}

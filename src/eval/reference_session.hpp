@@ -77,7 +77,8 @@ struct ReferenceSession {
   std::thread preparing;
   std::string ahead_error;
   bool prepared_ahead = false;
-  std::string ahead_note;  // what it did ahead and why (drawn, loaded only), in words
+  std::string ahead_note;     // what it did ahead and why (drawn, loaded only), in words
+  bool ahead_capped = false;  // its allocations were capped for the draw ahead (cap_memory)
 
   ReferenceSession() = default;
   ReferenceSession(const ReferenceSession&) = delete;

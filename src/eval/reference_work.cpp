@@ -305,6 +305,12 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
       const bool alone =
           !gate && loaded_needs_device_alone(s->loaded, request.placement.evaluations_per_device);
       if (permit.scope == AheadPermit::Scope::draw && !alone) {
+        // Within what it reserved, also where the draw needs more than the estimate said.
+        if (s->ahead_memory && s->ahead_memory->held()) {
+          auto capped = call(worker_request(cmd::kCapMemory, {{"bytes", permit.bytes}}));
+          require_reference_answer(capped, request.problem, "capping the draw ahead");
+          s->ahead_capped = capped.result.value("capped", false);
+        }
         draw_session_cases(*s, protocol, default_redraw(s->loaded, protocol), request.problem, call,
                            request.placement.evaluations_per_device,
                            request.placement.sessions_ahead, permit.bytes);
@@ -344,6 +350,13 @@ ReferenceLease acquire_reference(const EvalRequest& request, const ReferenceKey&
         lease.started_ahead = true;
         // Its cases now count in the cache's share, its draws in the evaluation's reservation.
         fresh->ahead_memory.reset();
+        if (fresh->ahead_capped &&
+            !fresh->worker
+                 ->call(worker_request(cmd::kCapMemory, {{"bytes", 0}}), std::chrono::seconds(30))
+                 .ok()) {
+          fresh.reset();  // started again below
+          lease.started_ahead = false;
+        }
       }
     }
     if (!fresh) fresh = new_reference_session(request, want);

@@ -15,6 +15,8 @@ constexpr std::array kCommands = {
     WorkerCommand{cmd::kLoadProblem, true, false,
                   "import the problem, build the model, report its inputs, sizes and memory"},
     WorkerCommand{cmd::kSetPlan, true, false, "the memory plan's budget for cases kept resident"},
+    WorkerCommand{cmd::kCapMemory, true, false,
+                  "cap the reference's own device allocations (a session drawn ahead)"},
     WorkerCommand{cmd::kPrepareCase, true, false,
                   "make one hidden case resident (drawn or kept): inputs, state, golden outputs"},
     WorkerCommand{cmd::kUnpin, true, false, "cases no longer in use may be let go"},

@@ -1,0 +1,82 @@
+"""The reference's own cap on its device allocations (`cap_memory`), which a session drawn ahead
+of its evaluation sets to what it reserved of the device's ahead share (src/eval/reference_work
+.cpp, permit_ahead): over it the draw runs out of memory in the reference's own process, not in
+another evaluation's, and lifting it gives the evaluation the device again. On the host there is
+nothing to cap; the GPU twin runs where kbv_native has CUDA and a GPU is present."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch  # before kbv_native: the module must share torch's CUDA runtime
+from conftest import import_native_or_skip_module
+
+kn = import_native_or_skip_module()
+
+from kbv import reference  # noqa: E402
+from kbv.loading import WorkerError  # noqa: E402
+
+GPU = bool(getattr(kn, "has_cuda", False)) and torch.cuda.is_available()
+
+# Scores of 64 x 4096 x 4096 float32 (4 GiB) from 64 MiB of inputs on the GPU: a draw far above
+# its inputs (one batch on the host, where only the command's answer is on trial).
+ATTENTION_LIKE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, q):
+        return torch.softmax(q @ q.transpose(-1, -2), dim=-1).sum(dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, 4096, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+CASE = {"id": "native-0", "family": "native", "draw": 0, "redraw": [], "secret": "cap-test"}
+
+
+def _role(tmp_path, device: str) -> reference.ReferenceRole:
+    problem = tmp_path / "problem.py"
+    batch = 64 if device == "cuda" else 1
+    problem.write_text(textwrap.dedent(ATTENTION_LIKE).replace("BATCH", str(batch)))
+    role = reference.ReferenceRole()
+    role.cmd_load_problem({"device": device, "problem": str(problem)})
+    role.cmd_set_plan({"cache_bytes": 0})
+    return role
+
+
+def _close(role) -> None:
+    role.cmd_end_candidate({})
+    role._evict(0, everything=True)
+
+
+def test_on_the_host_there_is_nothing_to_cap(tmp_path):
+    role = _role(tmp_path, "cpu")
+    try:
+        assert role.cmd_cap_memory({"bytes": 1 << 20}) == {"capped": False}
+        role.cmd_prepare_case(CASE)  # drawn as ever
+    finally:
+        _close(role)
+
+
+@pytest.mark.skipif(not GPU, reason="no GPU or no CUDA build")
+def test_a_capped_draw_runs_out_of_its_own_memory_and_the_lifted_one_does_not(tmp_path):
+    role = _role(tmp_path, "cuda")
+    try:
+        capped = role.cmd_cap_memory({"bytes": 1 << 30})  # 1 GiB: below the 4 GiB of scores
+        assert capped["capped"] and 0 < capped["fraction"] < 1
+        with pytest.raises(WorkerError) as error:
+            role.cmd_prepare_case(CASE)
+        assert "out of memory" in str(error.value).lower() or error.value.kind == "runtime_error"
+        assert role.cmd_cap_memory({"bytes": 0}) == {"capped": False, "fraction": 1.0}
+        role.cmd_prepare_case(CASE)
+        assert role.cases["native-0"].figures["truth"] == "float64"
+    finally:
+        _close(role)
