@@ -52,6 +52,46 @@ def import_native_or_skip_module():
         )
 
 
+def reference_role(folder: Path, device: str, source: str, **load):
+    """A reference worker's role in this process (kbv.reference.ReferenceRole) with `source`
+    loaded as its problem (written to `folder`/problem.py) and every case kept; `load` adds to
+    the load request (a policy, a precision). Import kbv_native first
+    (import_native_or_skip_module); close it with close_reference_role."""
+    import textwrap
+
+    from kbv import reference
+
+    problem = folder / "problem.py"
+    problem.write_text(textwrap.dedent(source))
+    role = reference.ReferenceRole()
+    role.cmd_load_problem({"device": device, "problem": str(problem), **load})
+    role.cmd_set_plan({"cache_bytes": 1 << 30})
+    return role
+
+
+def close_reference_role(role) -> None:
+    """Every shared arena the role made, closed."""
+    role.cmd_end_candidate({})
+    role.cache_bytes = 0
+    role._evict(0, everything=True)
+    if role.initial_block is not None:
+        role.initial_block.close()
+
+
+@pytest.fixture
+def reference_roles(tmp_path):
+    """`make(source, device="cpu", **load)`: reference_role in the test's folder, closed after."""
+    roles = []
+
+    def make(source: str, device: str = "cpu", **load):
+        roles.append(reference_role(tmp_path, device, source, **load))
+        return roles[-1]
+
+    yield make
+    for role in roles:
+        close_reference_role(role)
+
+
 def kbv_binary() -> str:
     explicit = os.environ.get("KBV_BIN")
     if explicit:

@@ -12,11 +12,9 @@ draw and the checksums on the device)."""
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 import torch  # before kbv_native: the module must share torch's CUDA runtime
-from conftest import import_native_or_skip_module
+from conftest import close_reference_role, import_native_or_skip_module, reference_role
 
 kn = import_native_or_skip_module()
 
@@ -100,12 +98,7 @@ def _close_roles():
     """Every shared arena a test's roles made is closed after it."""
     yield
     while ROLES:
-        role = ROLES.pop()
-        role.cmd_end_candidate({})
-        role.cache_bytes = 0
-        role._evict(0, everything=True)
-        if role.initial_block is not None:
-            role.initial_block.close()
+        close_reference_role(ROLES.pop())
 
 
 @pytest.fixture(params=DEVICES)
@@ -114,11 +107,7 @@ def device(request) -> str:
 
 
 def _role(tmp_path, device: str, source: str, policy: dict | None = POLICY):
-    problem = tmp_path / "problem.py"
-    problem.write_text(textwrap.dedent(source))
-    role = reference.ReferenceRole()
-    role.cmd_load_problem({"device": device, "problem": str(problem), "policy": policy})
-    role.cmd_set_plan({"cache_bytes": 1 << 30})  # every case kept
+    role = reference_role(tmp_path, device, source, policy=policy)  # every case kept
     ROLES.append(role)
     return role
 

@@ -8,9 +8,6 @@ not a problem without float64."""
 
 from __future__ import annotations
 
-import textwrap
-
-import pytest
 import torch  # before kbv_native: the module must share torch's CUDA runtime
 from conftest import import_native_or_skip_module
 
@@ -89,31 +86,6 @@ def get_init_inputs():
 """
 
 
-ROLES: list[reference.ReferenceRole] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_roles():
-    yield
-    while ROLES:
-        role = ROLES.pop()
-        role.cmd_end_candidate({})
-        role.cache_bytes = 0
-        role._evict(0, everything=True)
-        if role.initial_block is not None:
-            role.initial_block.close()
-
-
-def _role(tmp_path, source: str) -> reference.ReferenceRole:
-    problem = tmp_path / "problem.py"
-    problem.write_text(textwrap.dedent(source))
-    role = reference.ReferenceRole()
-    role.cmd_load_problem({"device": "cpu", "problem": str(problem)})
-    role.cmd_set_plan({"cache_bytes": 1 << 30})
-    ROLES.append(role)
-    return role
-
-
 def _native_case(role) -> reference.Case:
     role.cmd_prepare_case(
         {"id": "native-0", "family": "native", "draw": 0, "redraw": [], "secret": SECRET}
@@ -121,8 +93,8 @@ def _native_case(role) -> reference.Case:
     return role.cases["native-0"]
 
 
-def test_a_model_whose_code_captured_a_submodule_is_built_anew_for_float64(tmp_path):
-    role = _role(tmp_path, CLOSURE)
+def test_a_model_whose_code_captured_a_submodule_is_built_anew_for_float64(reference_roles):
+    role = reference_roles(CLOSURE)
     case = _native_case(role)
     assert case.figures["truth"] == "float64", case.figures["truth_note"]
     assert role._model64_kind == "constructed"
@@ -140,8 +112,8 @@ def test_a_model_whose_code_captured_a_submodule_is_built_anew_for_float64(tmp_p
     assert role.model.mlpf(x).dtype == torch.float32
 
 
-def test_a_model_whose_copy_runs_keeps_the_copy(tmp_path):
-    role = _role(tmp_path, PLAIN_ATTRIBUTE)
+def test_a_model_whose_copy_runs_keeps_the_copy(reference_roles):
+    role = reference_roles(PLAIN_ATTRIBUTE)
     case = _native_case(role)
     assert case.figures["truth"] == "float64", case.figures["truth_note"]
     assert role._model64_kind == "copy"
@@ -150,16 +122,16 @@ def test_a_model_whose_copy_runs_keeps_the_copy(tmp_path):
     torch.testing.assert_close(case.judged[0], x.double() @ role.model.w.double())
 
 
-def test_a_problem_without_float64_keeps_the_float32_fallback_with_its_reason(tmp_path):
-    role = _role(tmp_path, NO_FLOAT64)
+def test_a_problem_without_float64_keeps_the_float32_fallback_with_its_reason(reference_roles):
+    role = reference_roles(NO_FLOAT64)
     case = _native_case(role)
     assert case.figures["truth"] == "float32"
     note = case.figures["truth_note"]
     assert "does not run in float64" in note and "no double kernel" in note, note
 
 
-def test_a_library_out_of_memory_is_a_shortage_not_a_missing_float64(tmp_path, monkeypatch):
-    role = _role(tmp_path, PLAIN_ATTRIBUTE)
+def test_a_library_out_of_memory_is_a_shortage_not_a_missing_float64(reference_roles, monkeypatch):
+    role = reference_roles(PLAIN_ATTRIBUTE)
     evicted = []
     monkeypatch.setattr(role, "_evict", lambda incoming, everything=False: evicted.append(1))
 

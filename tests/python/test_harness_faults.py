@@ -304,6 +304,26 @@ def traced_env(work: Path) -> dict:
     return env_with(TMPDIR=work, KBV_TRACE_CALLS=work / "trace.jsonl")
 
 
+def evaluate_with_the_reference_killed(tmp_path, cache_dir, candidate, *extra) -> dict:
+    """`kbv eval` of `candidate` on ReLU with its reference killed once drawn; the result."""
+    work = tmp_path / "work"
+    work.mkdir()
+    process = subprocess.Popen(
+        kbv_eval(tmp_path, cache_dir, RELU, candidate, *extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=traced_env(work),
+    )
+    try:
+        kill_the_reference_once_drawn(process, work)
+        stdout, stderr = process.communicate(timeout=900)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stdout + stderr
+    return result_of(tmp_path)
+
+
 @pytest.mark.e2e
 def test_a_reference_worker_killed_mid_evaluation(tmp_path, cache_dir):
     """kbv run over three candidates of one problem; the reference worker is killed (SIGKILL)
@@ -373,24 +393,8 @@ def test_a_reference_killed_beside_an_unsandboxed_candidate_is_its_runtime_error
     """The counterpart: without the sandbox's PID namespace the candidate could have killed the
     reference itself (it sees its process), so in doubt the death is its runtime_error, never a
     harness_error it could provoke forever."""
-    work = tmp_path / "work"
-    work.mkdir()
     candidate = write(tmp_path / "slow.py", SLOW_FIRST_FORWARD)
-    command = kbv_eval(tmp_path, cache_dir, RELU, candidate, "--no-sandbox")
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=traced_env(work),
-    )
-    try:
-        kill_the_reference_once_drawn(process, work)
-        stdout, stderr = process.communicate(timeout=600)
-    finally:
-        process.kill()
-    assert process.returncode == 0, stdout + stderr
-    result = result_of(tmp_path)
+    result = evaluate_with_the_reference_killed(tmp_path, cache_dir, candidate, "--no-sandbox")
     assert result["verdict"] == "runtime_error", result["reason"]
     assert "without a PID namespace" in result["reason"]
 
@@ -422,23 +426,10 @@ def test_a_library_swapped_by_a_candidate_whose_reference_died_is_still_rejected
     found once the candidate has ended, the swap decides: rejected, the fault noted beside it,
     and the library the candidate did load recorded in the manifest for the next load."""
     candidate = write(tmp_path / "swap_and_wait.py", _swap_and_wait())
-    work = tmp_path / "work"
-    work.mkdir()
     cache = tmp_path / "cache"  # its own: the swap stays out of every other test's cache
-    process = subprocess.Popen(
-        kbv_eval(tmp_path, cache, RELU, candidate, "--compile-timeout", "600"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=traced_env(work),
+    result = evaluate_with_the_reference_killed(
+        tmp_path, cache, candidate, "--compile-timeout", "600"
     )
-    try:
-        kill_the_reference_once_drawn(process, work)
-        stdout, stderr = process.communicate(timeout=900)
-    finally:
-        process.kill()
-    assert process.returncode == 0, stdout + stderr
-    result = result_of(tmp_path)
     flags = {f["id"]: f for f in result["flags"]}
     assert result["verdict"] == "rejected", (result["reason"], result["flags"])
     assert flags["build_cache_tampered"]["severity"] == "reject"
@@ -455,23 +446,10 @@ def test_a_library_swapped_by_an_unsandboxed_candidate_whose_reference_died_is_r
     the candidate's failure, evaluated again alone on a shared GPU, loading the swapped library.
     The checks made once the candidate has ended still run, and the swap decides."""
     candidate = write(tmp_path / "swap_and_wait.py", _swap_and_wait())
-    work = tmp_path / "work"
-    work.mkdir()
     cache = tmp_path / "cache"
-    process = subprocess.Popen(
-        kbv_eval(tmp_path, cache, RELU, candidate, "--compile-timeout", "600", "--no-sandbox"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=traced_env(work),
+    result = evaluate_with_the_reference_killed(
+        tmp_path, cache, candidate, "--compile-timeout", "600", "--no-sandbox"
     )
-    try:
-        kill_the_reference_once_drawn(process, work)
-        stdout, stderr = process.communicate(timeout=900)
-    finally:
-        process.kill()
-    assert process.returncode == 0, stdout + stderr
-    result = result_of(tmp_path)
     flags = {f["id"] for f in result["flags"]}
     assert result["verdict"] == "rejected", (result["reason"], result["flags"])
     assert "build_cache_tampered" in flags
