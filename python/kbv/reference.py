@@ -124,6 +124,7 @@ class ReferenceRole:
         self.model: torch.nn.Module | None = None
         self.model64: torch.nn.Module | None = None
         self._model64_kind = "copy"  # or "constructed" (_new_float64_model)
+        self._capped = False  # its device allocations are capped (cmd_cap_memory)
         self._construction: tuple = (None, [])
         self.initial_state: dict[str, torch.Tensor] = {}
         self.initial_block: shared.Block | None = None
@@ -531,7 +532,8 @@ class ReferenceRole:
         wanted = int(request.get("bytes", 0))
         fraction = min(1.0, wanted / total) if wanted > 0 else 1.0
         torch.cuda.set_per_process_memory_fraction(fraction, self.device)
-        return {"capped": fraction < 1.0, "fraction": fraction}
+        self._capped = fraction < 1.0
+        return {"capped": self._capped, "fraction": fraction}
 
     def cmd_ping(self, request: dict[str, Any]) -> dict[str, Any]:
         """Alive and serving: a kept reference is checked before another candidate reuses it."""
@@ -960,6 +962,10 @@ class ReferenceRole:
                         evicted = True
                         self._evict(0, everything=True)
                         continue
+                    if self._capped:
+                        # Drawn ahead under a cap: its evaluation draws it again uncapped, rather
+                        # than keep a truth that only the cap made float32.
+                        raise
                     note = f"the float64 run did not fit in device memory: {str(error)[:200]}"
                     return [o.detach() for o in fp32], "float32", note
                 if self._model64_kind == "copy":

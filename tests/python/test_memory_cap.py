@@ -76,7 +76,31 @@ def test_a_capped_draw_runs_out_of_its_own_memory_and_the_lifted_one_does_not(tm
             role.cmd_prepare_case(CASE)
         assert "out of memory" in str(error.value).lower() or error.value.kind == "runtime_error"
         assert role.cmd_cap_memory({"bytes": 0}) == {"capped": False, "fraction": 1.0}
+        assert not role.cases  # nothing kept of the draw that ran out
         role.cmd_prepare_case(CASE)
         assert role.cases["native-0"].figures["truth"] == "float64"
+    finally:
+        _close(role)
+
+
+def test_a_capped_float64_run_that_does_not_fit_fails_the_draw_rather_than_fall_back(
+    tmp_path, monkeypatch
+):
+    """Under the cap of a draw ahead, a float64 run out of memory is not the recorded float32
+    fallback (a truth only the cap degraded): the draw fails, and its evaluation draws it again
+    uncapped. Uncapped, the fallback stands as before."""
+    role = _role(tmp_path, "cpu")
+    try:
+
+        def short_of_memory(inputs, fp32):
+            raise RuntimeError("CUDA error: out of memory")
+
+        monkeypatch.setattr(role, "_float64_run", short_of_memory)
+        monkeypatch.setattr(role, "_evict", lambda incoming, everything=False: None)
+        inputs, fp32 = [torch.randn(4, 8)], [torch.zeros(4)]
+        assert role._truth(inputs, fp32)[1] == "float32"
+        role._capped = True  # as cmd_cap_memory sets it on a GPU
+        with pytest.raises(RuntimeError, match="out of memory"):
+            role._truth(inputs, fp32)
     finally:
         _close(role)
