@@ -164,14 +164,15 @@ void draw_session_cases(ReferenceSession& session, const Protocol& protocol, con
   if (cases.empty()) return;
   // The first case gives the sizes the memory plan needs; the plan sets the reference's budget.
   ensure_case(session, cases[0], problem, call, /*pin=*/false);
+  const MemoryFacts first =
+      facts_of(session, cases[0], protocol, evaluations_per_device, sessions_ahead);
   if (!session.plan) {
-    session.plan =
-        plan_memory(facts_of(session, cases[0], protocol, evaluations_per_device, sessions_ahead));
+    session.plan = plan_memory(first);
     // An operator's (and the tests') override of the case budget: 0 streams one case at a time
     // on any machine, the path KernelBench's largest problems take on the GPU.
     if (const char* env = std::getenv("KBV_CASE_CACHE_BYTES"); env && *env) {
       const double bytes = std::strtod(env, nullptr);
-      const double per_case = std::max(1.0, facts_of(session, cases[0], protocol, 1).case_bytes);
+      const double per_case = std::max(1.0, first.case_bytes);
       session.plan->cache_bytes = bytes;
       session.plan->cached_cases =
           std::min(static_cast<int>(cases.size()), static_cast<int>(bytes / per_case));
@@ -185,7 +186,6 @@ void draw_session_cases(ReferenceSession& session, const Protocol& protocol, con
   // case, so a timing run of another evaluation on the device waits for one draw, not all.
   // Ahead of the evaluation, also only as far as the kept cases and the next draw's peak stay
   // within what the session reserved.
-  const MemoryFacts first = facts_of(session, cases[0], protocol, evaluations_per_device);
   for (size_t i = 1; i < cases.size() && static_cast<int>(i) < session.plan->cached_cases; ++i) {
     if (static_cast<double>(i) * first.case_bytes + first.draw_peak_bytes > ahead_bytes) break;
     ensure_case(session, cases[i], problem, call, /*pin=*/false);

@@ -304,12 +304,12 @@ def traced_env(work: Path) -> dict:
     return env_with(TMPDIR=work, KBV_TRACE_CALLS=work / "trace.jsonl")
 
 
-def evaluate_with_the_reference_killed(tmp_path, cache_dir, candidate, *extra) -> dict:
-    """`kbv eval` of `candidate` on ReLU with its reference killed once drawn; the result."""
-    work = tmp_path / "work"
+def run_with_the_reference_killed(command: list[str], work: Path) -> str:
+    """`command` (kbv) with its first reference killed once drawn (its calls traced to `work`);
+    it must exit 0. Its standard output."""
     work.mkdir()
     process = subprocess.Popen(
-        kbv_eval(tmp_path, cache_dir, RELU, candidate, *extra),
+        command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -321,6 +321,14 @@ def evaluate_with_the_reference_killed(tmp_path, cache_dir, candidate, *extra) -
     finally:
         process.kill()
     assert process.returncode == 0, stdout + stderr
+    return stdout
+
+
+def evaluate_with_the_reference_killed(tmp_path, cache_dir, candidate, *extra) -> dict:
+    """`kbv eval` of `candidate` on ReLU with its reference killed once drawn; the result."""
+    run_with_the_reference_killed(
+        kbv_eval(tmp_path, cache_dir, RELU, candidate, *extra), tmp_path / "work"
+    )
     return result_of(tmp_path)
 
 
@@ -339,24 +347,11 @@ def test_a_reference_worker_killed_mid_evaluation(tmp_path, cache_dir):
         )
     db = tmp_path / "results.sqlite"
     work = tmp_path / "work"
-    work.mkdir()
     problems = tmp_path / "problems" / "level1"
     problems.mkdir(parents=True)
     shutil.copy(RELU, problems / RELU.name)
     command = kbv_run(problems.parent, cands.parent, db, cache_dir)
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=traced_env(work),
-    )
-    try:
-        kill_the_reference_once_drawn(process, work)
-        stdout, stderr = process.communicate(timeout=900)
-    finally:
-        process.kill()
-    assert process.returncode == 0, stderr
+    stdout = run_with_the_reference_killed(command, work)
     results = stored(db)
     first = results["level_1_problem_3_sample_0_kernel.py"]
     assert first["verdict"] == "harness_error", first["reason"]
