@@ -7,6 +7,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.deps/include
+# Every header the GPU build needs must be here first: a header left out is a build failure on the
+# GPU machine, found only after its start (minutes of the session's device time). Run
+# scripts/setup.sh (which installs the -dev packages) before this script on a fresh machine.
+missing=()
+for h in sqlite3.h openssl/ssl.h x86_64-linux-gnu/curl/curl.h nlohmann/json.hpp CLI/CLI.hpp \
+         fmt/format.h httplib.h; do
+  [ -e /usr/include/$h ] || missing+=("/usr/include/$h")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "stage_deps: missing ${missing[*]}: run scripts/setup.sh first (it installs the -dev packages)" >&2
+  exit 1
+fi
 rm -rf "$dest" && mkdir -p "$dest"
 cp /usr/include/sqlite3.h /usr/include/sqlite3ext.h "$dest"/
 cp -r /usr/include/openssl "$dest"/

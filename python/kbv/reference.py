@@ -11,6 +11,7 @@ session's secret) what it had to let go."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import json
 import math
@@ -125,6 +126,7 @@ class ReferenceRole:
         self.model64: torch.nn.Module | None = None
         self._model64_kind = "copy"  # or "constructed" (_new_float64_model)
         self._capped = False  # its device allocations are capped (cmd_cap_memory)
+        self._model_on_host = False  # loaded ahead on the host, placed on the device when used
         self._construction: tuple = (None, [])
         self.initial_state: dict[str, torch.Tensor] = {}
         self.initial_block: shared.Block | None = None
@@ -170,7 +172,14 @@ class ReferenceRole:
                 "problem_error", f"get_init_inputs() must return plain values: {error}"
             ) from error
         hosting.seeded(hosting.CONSTRUCT_SEED)
-        self.model = construct(model_cls, init_inputs, "problem").to(self.device).eval()
+        # `place: host` (a session kbv run starts ahead of its evaluation): the model and its
+        # initial state stay in host memory, where nothing of the device's is taken before the
+        # device's memory ledger has a reservation for them (src/eval/reference_work.cpp,
+        # permit_ahead). Twice a model's state (2_ShallowWideMLP: 17 GB) used to sit on the
+        # device, unaccounted, beside the evaluations in progress.
+        self._model_on_host = request.get("place") == "host" and self.device.type == "cuda"
+        model = construct(model_cls, init_inputs, "problem")
+        self.model = (model if self._model_on_host else model.to(self.device)).eval()
         self._construction = (model_cls, init_inputs)  # for a float64 model built anew
         self.initial_state = {
             k: v.detach().clone().contiguous() for k, v in params.state_tensors(self.model).items()
@@ -189,7 +198,28 @@ class ReferenceRole:
                 "state_bytes": sum(shared.nbytes(v) for v in self.initial_state.values()),
             },
             "memory": _memory_now(self.device),
+            "placed": "host" if self._model_on_host else "device",
         }
+
+    def cmd_place_model(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The model loaded on the host, and its initial state, onto the device: once the
+        device's memory has been reserved for them (a session drawn ahead), or before the first
+        command that uses them (before_command)."""
+        if self._model_on_host:
+            assert self.model is not None
+            self.model = self.model.to(self.device)
+            self.initial_state = {k: v.to(self.device) for k, v in self.initial_state.items()}
+            self._model_on_host = False
+        return {"placed": "device", "memory": _memory_now(self.device)}
+
+    # Commands that never touch the model: they leave one loaded on the host where it is.
+    _OFF_THE_MODEL = frozenset({"load_problem", "place_model", "ping", "cap_memory", "set_plan"})
+
+    def before_command(self, cmd: str | None) -> None:
+        """A model still on the host is placed before anything uses it: an evaluation that
+        takes over a session loaded ahead places it under its own reservation."""
+        if self._model_on_host and cmd not in self._OFF_THE_MODEL:
+            self.cmd_place_model({})
 
     def _shape_template(self) -> list:
         """The problem's inputs described without drawing them: on the meta device, where
@@ -1012,7 +1042,7 @@ class ReferenceRole:
             {k: k for k in params.state_tensors(self.model)},
         )
         inputs64 = [x.to(torch.float64) if families.is_float(x) else x for x in inputs]
-        with torch.no_grad():
+        with torch.no_grad(), _float64_defaults():
             out, _ = hosting.as_outputs(self.model64(*inputs64))
         del inputs64
         _require_tensors(out)
@@ -1076,7 +1106,7 @@ class ReferenceRole:
                 finally:
                     del inputs
                     release()
-                with torch.no_grad():
+                with torch.no_grad(), _float64_defaults():
                     out, _ = hosting.as_outputs(self.model64(*inputs64))
                 del inputs64
                 for sq, o, t in zip(squares, out, truth, strict=True):
@@ -1427,6 +1457,22 @@ def _peak(device: torch.device) -> int:
 
 def _allocated(device: torch.device) -> int:
     return int(torch.cuda.memory_allocated(device)) if device.type == "cuda" else 0
+
+
+@contextlib.contextmanager
+def _float64_defaults():
+    """The float64 model's forward with float64 as the default dtype: a tensor its code makes
+    without a dtype (KernelBench's level3/35_LSTM draws its initial hidden state with
+    `torch.randn(..., device=x.device)`, others build constants with `torch.full` or
+    `torch.tensor`) is float64 like the rest of the run, not a float32 that an operator such as
+    nn.LSTM refuses beside float64 weights or that rounds the truth to float32. Put back after
+    the forward, failed or not: the TF32 runs keep the problem's own defaults."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def _release_cached(device: torch.device) -> None:

@@ -36,6 +36,11 @@ def serve(role, channel: Channel) -> None:
             )
             continue
         try:
+            # A role may need to finish something before a command (the reference places a model
+            # it loaded on the host: kbv.reference.ReferenceRole.before_command).
+            before = getattr(role, "before_command", None)
+            if before is not None:
+                before(request.get("cmd"))
             result = handler(request)
             outgoing = result.pop("_fds", None) if isinstance(result, dict) else None
             try:

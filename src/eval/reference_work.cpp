@@ -38,14 +38,15 @@ void require_reference_answer(const Response& response, const fs::path& problem,
 }
 
 void load_problem_into(ReferenceSession& session, const EvalRequest& request,
-                       const ReferenceCall& call) {
+                       const ReferenceCall& call, bool on_host) {
   const Protocol protocol =
       protocol_by_name(request.settings.protocol, request.settings.hidden_draws);
-  auto response =
-      call(worker_request(cmd::kLoadProblem, {{"problem", fs::absolute(request.problem).string()},
-                                              {"device", request.settings.device},
-                                              {"keep", protocol.judged_by()},
-                                              {"policy", protocol.policy.to_json()}}));
+  json args = {{"problem", fs::absolute(request.problem).string()},
+               {"device", request.settings.device},
+               {"keep", protocol.judged_by()},
+               {"policy", protocol.policy.to_json()}};
+  if (on_host) args["place"] = "host";
+  auto response = call(worker_request(cmd::kLoadProblem, args));
   require_reference_answer(response, request.problem, "loading the problem");
   session.loaded = response.result;
   session.key.software = software_of(response.result["environment"]);
@@ -213,6 +214,13 @@ AheadPermit permit_ahead(MemoryLedger* ahead, const json& loaded) {
       "its draw may need {:.1f} GB, more than the {:.1f} GB of the device's share "
       "for work ahead ({:.1f} GB of it held)",
       draw / gb, ahead->capacity() / gb, ahead->reserved_bytes() / gb);
+  if (loaded.value("placed", "device") == "host") {
+    // Its model waits in host memory; the evaluation places it under its own reservation.
+    permit.scope = AheadPermit::Scope::load;
+    permit.bytes = 0;
+    permit.note = "loaded ahead on the host, placed and drawn by its evaluation: " + why;
+    return permit;
+  }
   const double model = 2 * loaded.value("sizes", json::object()).value("state_bytes", 0.0);
   if (auto granted = ahead->try_reserve(model)) {
     permit.scope = AheadPermit::Scope::load;
@@ -288,12 +296,13 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
         if (request.placement.gate) hold = request.placement.gate->shared();
         return s->worker->call(message, reference_timeout(request.limits));
       };
-      load_problem_into(*s, request, call);
       // Beside the evaluations in progress, only what the device's share for work ahead holds
       // at once (permit_ahead); the rest is left to the evaluation, whose memory is reserved.
       // Without that share (no gate) a problem too large to share the device is drawn by its
-      // own evaluation, which has the device alone by then.
+      // own evaluation, which has the device alone by then. With it, the model is loaded on
+      // the host and placed on the device only within a reservation.
       auto* gate = request.placement.gate;
+      load_problem_into(*s, request, call, /*on_host=*/gate != nullptr);
       AheadPermit permit = permit_ahead(gate ? &gate->ahead() : nullptr, s->loaded);
       s->ahead_note = permit.note;
       if (permit.scope == AheadPermit::Scope::none) {
@@ -305,6 +314,11 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
       const bool alone =
           !gate && loaded_needs_device_alone(s->loaded, request.placement.evaluations_per_device);
       if (permit.scope == AheadPermit::Scope::draw && !alone) {
+        if (s->loaded.value("placed", "device") == "host") {
+          // Its reservation counts the model's state (loaded_working_bytes_before_drawing).
+          auto placed = call(worker_request(cmd::kPlaceModel));
+          require_reference_answer(placed, request.problem, "placing the model drawn ahead");
+        }
         // Within what it reserved, also where the draw needs more than the estimate said.
         if (s->ahead_memory && s->ahead_memory->held()) {
           auto capped = call(worker_request(cmd::kCapMemory, {{"bytes", permit.bytes}}));

@@ -31,8 +31,12 @@ void require_reference_answer(const orchestrate::Response& response,
 // One exchange with the session's reference worker (the caller holds the device's gate).
 using ReferenceCall = std::function<orchestrate::Response(const nlohmann::json&)>;
 
+// `on_host`: the model and its initial state stay in host memory until the session's worker is
+// told to place them (kPlaceModel) or an evaluation first uses them: a session started ahead
+// takes nothing of the device before the device's memory ledger has reserved it
+// (`loaded["placed"]` says where they are).
 void load_problem_into(ReferenceSession& session, const EvalRequest& request,
-                       const ReferenceCall& call);
+                       const ReferenceCall& call, bool on_host = false);
 
 // The parameter names re-drawn for the hidden families before any candidate is seen: every
 // state tensor of the reference (a candidate whose own parameters do not all match gets a
@@ -74,8 +78,9 @@ void draw_session_cases(ReferenceSession& session, const Protocol& protocol,
 // What a reference session started ahead may do beside the evaluations running on its device,
 // within the device's ahead share (MemoryLedger `ahead`, kAheadShare of the device), reserved at
 // once or not at all (never waiting): draw its cases where the draw's estimated peak
-// (loaded_working_bytes_before_drawing) fits; else keep the problem loaded where its model does
-// (twice the state: the model and its initial copy); else neither (the worker goes and the
+// (loaded_working_bytes_before_drawing) fits; else keep the problem loaded: on the host, where
+// it was loaded (`placed: host`), at no cost to the device, or on the device where its model
+// fits (twice the state: the model and its initial copy); else neither (the worker goes and the
 // evaluation starts it again). Without a device (host memory) or a gate: draw, unaccounted,
 // as the evaluations there are.
 struct AheadPermit {

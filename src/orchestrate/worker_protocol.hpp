@@ -40,6 +40,7 @@ inline constexpr std::string_view kExit = "exit";
 inline constexpr std::string_view kLoadProblem = "load_problem";
 inline constexpr std::string_view kSetPlan = "set_plan";
 inline constexpr std::string_view kCapMemory = "cap_memory";
+inline constexpr std::string_view kPlaceModel = "place_model";
 inline constexpr std::string_view kPrepareCase = "prepare_case";
 inline constexpr std::string_view kUnpin = "unpin";
 inline constexpr std::string_view kShareCase = "share_case";

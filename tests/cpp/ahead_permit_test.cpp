@@ -16,9 +16,11 @@ namespace {
 constexpr double GB = 1e9;
 constexpr double kH200 = 150 * GB;  // torch's total_memory on the H200
 
-nlohmann::json loaded(double input_bytes, double state_bytes, const char* kind = "device") {
+nlohmann::json loaded(double input_bytes, double state_bytes, const char* kind = "device",
+                      const char* placed = "device") {
   return {{"memory", {{"kind", kind}, {"total_bytes", kH200}}},
-          {"sizes", {{"input_bytes", input_bytes}, {"state_bytes", state_bytes}}}};
+          {"sizes", {{"input_bytes", input_bytes}, {"state_bytes", state_bytes}}},
+          {"placed", placed}};
 }
 
 TEST(AheadPermit, ASmallProblemIsDrawnAheadWithinWhatItReserved) {
@@ -68,6 +70,22 @@ TEST(AheadPermit, AModelTooLargeForTheShareIsStartedByItsEvaluation) {
   EXPECT_FALSE(permit.reservation.has_value());
   EXPECT_DOUBLE_EQ(ahead.reserved_bytes(), 0);
   EXPECT_NE(permit.note.find("started by its evaluation"), std::string::npos) << permit.note;
+}
+
+TEST(AheadPermit, AModelLoadedOnTheHostWaitsThereAtNoCostToTheDevice) {
+  MemoryLedger ahead;
+  // kbv run loads a session ahead with `place: host`: 2_ShallowWideMLP's 17 GB (its model and
+  // initial copy) stay in host memory until its evaluation places them under its reservation.
+  auto permit = permit_ahead(&ahead, loaded(0.01 * GB, 8.6 * GB, "device", "host"));
+  EXPECT_EQ(permit.scope, AheadPermit::Scope::load);
+  EXPECT_FALSE(permit.reservation.has_value());
+  EXPECT_DOUBLE_EQ(permit.bytes, 0);
+  EXPECT_DOUBLE_EQ(ahead.reserved_bytes(), 0);
+  EXPECT_NE(permit.note.find("on the host"), std::string::npos) << permit.note;
+  // One whose draw fits is still drawn ahead, within its reservation (the model placed first).
+  auto small = permit_ahead(&ahead, loaded(0.4 * GB, 0.002 * GB, "device", "host"));
+  EXPECT_EQ(small.scope, AheadPermit::Scope::draw);
+  EXPECT_TRUE(small.reservation.has_value());
 }
 
 TEST(AheadPermit, OnTheHostOrWithoutAGateEverythingIsDrawnAhead) {

@@ -8,6 +8,8 @@ not a problem without float64."""
 
 from __future__ import annotations
 
+import copy
+
 import torch  # before kbv_native: the module must share torch's CUDA runtime
 from conftest import import_native_or_skip_module
 
@@ -59,6 +61,35 @@ class Model(nn.Module):
 
 def get_inputs():
     return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# KernelBench's level3/35_LSTM draws its initial hidden state inside the forward, with
+# torch.randn and no dtype: float32 in a float64 run, which nn.LSTM refuses beside float64
+# weights (here zeros, so the truth can be computed by hand; the factory is what matters).
+STATE_MADE_IN_FORWARD = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, batch_first=True)
+        self.fc = nn.Linear(16, 4)
+
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), 16, device=x.device)
+        c0 = torch.zeros(1, x.size(0), 16, device=x.device)
+        out, _ = self.lstm(x, (h0, c0))
+        return self.fc(out[:, -1, :]) * torch.full((1,), 0.5, device=x.device)
+
+
+def get_inputs():
+    return [torch.randn(4, 6, 8)]
 
 
 def get_init_inputs():
@@ -120,6 +151,22 @@ def test_a_model_whose_copy_runs_keeps_the_copy(reference_roles):
     assert role.model64.w.dtype == torch.float64 and role.model.w.dtype == torch.float32
     (x,) = case.inputs.as_list()
     torch.testing.assert_close(case.judged[0], x.double() @ role.model.w.double())
+
+
+def test_tensors_made_inside_the_forward_are_float64_in_the_float64_run(reference_roles):
+    role = reference_roles(STATE_MADE_IN_FORWARD)
+    case = _native_case(role)
+    assert case.figures["truth"] == "float64", case.figures["truth_note"]
+    assert case.judged[0].dtype == torch.float64
+    assert torch.get_default_dtype() == torch.float32  # the problem's own default, put back
+    assert role.model.lstm.weight_ih_l0.dtype == torch.float32  # the float32 model as it was
+    (x,) = case.inputs.as_list()
+    model64 = copy.deepcopy(role.model).double()
+    zeros = torch.zeros(1, x.size(0), 16, dtype=torch.float64)
+    with torch.no_grad():
+        out, _ = model64.lstm(x.double(), (zeros, zeros))
+        expected = model64.fc(out[:, -1, :]) * 0.5
+    torch.testing.assert_close(case.judged[0], expected, rtol=1e-12, atol=1e-12)
 
 
 def test_a_problem_without_float64_keeps_the_float32_fallback_with_its_reason(reference_roles):

@@ -104,3 +104,116 @@ def test_a_capped_float64_run_that_does_not_fit_fails_the_draw_rather_than_fall_
             role._truth(inputs, fp32)
     finally:
         _close(role)
+
+
+# -- a model loaded ahead stays on the host until the device's memory is reserved for it -------
+
+
+def test_on_the_host_a_model_loaded_there_is_already_where_it_runs(tmp_path):
+    problem = tmp_path / "problem.py"
+    problem.write_text(textwrap.dedent(ATTENTION_LIKE).replace("BATCH", "1"))
+    role = reference.ReferenceRole()
+    loaded = role.cmd_load_problem({"device": "cpu", "problem": str(problem), "place": "host"})
+    assert loaded["placed"] == "device"  # the host is the device: nothing waits to be placed
+    assert not role._model_on_host
+
+
+def test_a_model_left_on_the_host_is_placed_before_the_first_command_that_uses_it(
+    tmp_path, monkeypatch
+):
+    """The lazy half, on the CPU: whatever command an evaluation sends first (the worker's loop
+    calls before_command), a model still on the host is placed first; commands that never touch
+    the model leave it where it is."""
+    role = _role(tmp_path, "cpu")
+    try:
+        placed = []
+        real_place = role.cmd_place_model
+        monkeypatch.setattr(role, "cmd_place_model", lambda r: placed.append(1) or real_place(r))
+        role._model_on_host = True  # as cmd_load_problem leaves it on a GPU with `place: host`
+        for cmd in ("ping", "cap_memory", "place_model", "load_problem"):
+            role.before_command(cmd)
+        assert placed == [] and role._model_on_host
+        role.before_command("prepare_case")
+        assert placed == [1] and not role._model_on_host
+        role.cmd_prepare_case(CASE)
+        role.before_command("judge")
+        assert placed == [1]  # once
+    finally:
+        _close(role)
+
+
+def test_the_worker_loop_asks_the_role_before_each_command():
+    from kbv import worker
+
+    class FakeChannel:
+        def __init__(self, requests):
+            self.requests, self.sent = list(requests), []
+
+        def receive(self):
+            return self.requests.pop(0) if self.requests else None
+
+        def send(self, message, fds=None):
+            self.sent.append(message)
+
+    class Role:
+        def __init__(self):
+            self.log = []
+
+        def before_command(self, cmd):
+            self.log.append(("before", cmd))
+
+        def cmd_work(self, request):
+            self.log.append(("work", request["seq"]))
+            return {"done": True}
+
+    role, channel = Role(), FakeChannel([{"cmd": "work", "seq": 1}, {"cmd": "work", "seq": 2}])
+    worker.serve(role, channel)
+    assert role.log == [("before", "work"), ("work", 1), ("before", "work"), ("work", 2)]
+    assert [m["ok"] for m in channel.sent] == [True, True]
+
+
+@pytest.mark.skipif(not GPU, reason="no GPU or no CUDA build")
+def test_a_model_loaded_with_place_host_takes_no_device_memory_until_placed(tmp_path):
+    problem = tmp_path / "problem.py"
+    problem.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8192, 8192)  # 256 MiB of weights
+
+                def forward(self, x):
+                    return self.fc(x)
+
+
+            def get_inputs():
+                return [torch.randn(4, 8192)]
+
+
+            def get_init_inputs():
+                return []
+            """
+        )
+    )
+    role = reference.ReferenceRole()
+    before = torch.cuda.memory_allocated()
+    loaded = role.cmd_load_problem({"device": "cuda", "problem": str(problem), "place": "host"})
+    try:
+        assert loaded["placed"] == "host"
+        assert role.model.fc.weight.device.type == "cpu"
+        assert all(t.device.type == "cpu" for t in role.initial_state.values())
+        assert torch.cuda.memory_allocated() - before < 64 << 20
+        role.cmd_set_plan({"cache_bytes": 0})  # never touches the model: before_command knows
+        role.before_command("prepare_case")
+        assert role.model.fc.weight.device.type == "cuda"
+        assert all(t.device.type == "cuda" for t in role.initial_state.values())
+        assert torch.cuda.memory_allocated() - before >= 2 * (256 << 20)
+        role.cmd_prepare_case(CASE)
+        assert role.cases["native-0"].figures["truth"] == "float64"
+    finally:
+        _close(role)
