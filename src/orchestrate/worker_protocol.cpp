@@ -17,6 +17,8 @@ constexpr std::array kCommands = {
     WorkerCommand{cmd::kSetPlan, true, false, "the memory plan's budget for cases kept resident"},
     WorkerCommand{cmd::kCapMemory, true, false,
                   "cap the reference's own device allocations (a session drawn ahead)"},
+    WorkerCommand{cmd::kPlaceModel, true, false,
+                  "a model loaded on the host (a session ahead) onto the device, once reserved"},
     WorkerCommand{cmd::kPrepareCase, true, false,
                   "make one hidden case resident (drawn or kept): inputs, state, golden outputs"},
     WorkerCommand{cmd::kUnpin, true, false, "cases no longer in use may be let go"},

@@ -109,13 +109,25 @@ def test_a_capped_float64_run_that_does_not_fit_fails_the_draw_rather_than_fall_
 # -- a model loaded ahead stays on the host until the device's memory is reserved for it -------
 
 
-def test_on_the_host_a_model_loaded_there_is_already_where_it_runs(tmp_path):
+def test_a_model_loaded_with_place_host_is_placed_by_the_first_command_that_uses_it(tmp_path):
+    """On the CPU the placement moves nothing, but the exchange is the GPU's: `placed` says the
+    model waits, and the first command that uses it places it."""
     problem = tmp_path / "problem.py"
     problem.write_text(textwrap.dedent(ATTENTION_LIKE).replace("BATCH", "1"))
     role = reference.ReferenceRole()
     loaded = role.cmd_load_problem({"device": "cpu", "problem": str(problem), "place": "host"})
-    assert loaded["placed"] == "device"  # the host is the device: nothing waits to be placed
-    assert not role._model_on_host
+    try:
+        assert loaded["placed"] == "host" and role._model_on_host
+        role.cmd_set_plan({"cache_bytes": 0})
+        role.before_command("set_plan")
+        assert role._model_on_host
+        role.before_command("prepare_case")
+        assert not role._model_on_host
+        role.cmd_prepare_case(CASE)
+    finally:
+        _close(role)
+    plain = reference.ReferenceRole()
+    assert plain.cmd_load_problem({"device": "cpu", "problem": str(problem)})["placed"] == "device"
 
 
 def test_a_model_left_on_the_host_is_placed_before_the_first_command_that_uses_it(
@@ -129,7 +141,7 @@ def test_a_model_left_on_the_host_is_placed_before_the_first_command_that_uses_i
         placed = []
         real_place = role.cmd_place_model
         monkeypatch.setattr(role, "cmd_place_model", lambda r: placed.append(1) or real_place(r))
-        role._model_on_host = True  # as cmd_load_problem leaves it on a GPU with `place: host`
+        role._model_on_host = True  # as cmd_load_problem leaves it with `place: host`
         for cmd in ("ping", "cap_memory", "place_model", "load_problem"):
             role.before_command(cmd)
         assert placed == [] and role._model_on_host

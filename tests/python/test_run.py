@@ -3,8 +3,10 @@ resume after completion and after kill -9, and the export formats."""
 
 from __future__ import annotations
 
+import collections
 import datetime
 import json
+import os
 import shutil
 import signal
 import sqlite3
@@ -32,12 +34,13 @@ def make_suite(root):
     return root / "cands"
 
 
-def kbv_run(candidates, db, *extra, cache_dir):
+def kbv_run(candidates, db, *extra, cache_dir, env=None):
     command = [
         kbv_binary(), "run", "--problems", str(PROBLEMS), "--candidates", str(candidates),
         "--db", str(db), "--cache-dir", str(cache_dir), "--timeout", "8", *QUICK_RUN, *extra,
     ]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+    environment = {**os.environ, **env} if env else None
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=environment)
 
 
 def verdicts_and_reasons(db):
@@ -105,9 +108,21 @@ def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
     for name in ("3_ReLU.py", "4_Softmax.py"):
         shutil.copy(CPU_CANDIDATES / "level1" / name, plain / name)
     db = tmp_path / "two.sqlite"
-    done = kbv_run(tmp_path / "cands", db, cache_dir=cache_dir)
+    trace = tmp_path / "calls.jsonl"
+    done = kbv_run(tmp_path / "cands", db, cache_dir=cache_dir, env={"KBV_TRACE_CALLS": str(trace)})
     assert done.returncode == 0, done.stderr
     assert [r[5] for r in rows(db)] == ["correct", "correct"]
+    # The session ahead loaded its model on the host and placed it before drawing (on a GPU, only
+    # within what it reserved of the device); the first problem's, loaded by its evaluation,
+    # was built in place.
+    calls = collections.defaultdict(list)
+    for line in trace.read_text().splitlines():
+        call = json.loads(line)
+        if call["role"] == "reference":
+            calls[call["pid"]].append(call["cmd"])
+    placed = [c for c in calls.values() if "place_model" in c]
+    assert len(placed) == 1, dict(calls)
+    assert placed[0][:3] == ["load_problem", "place_model", "prepare_case"], placed[0]
     with sqlite3.connect(db) as con:
         results = {
             problem: json.loads(text)
