@@ -19,11 +19,13 @@ import os
 import random
 import secrets
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import (
     devices,
@@ -118,6 +120,42 @@ class Case:
         self.sensitivity = []
 
 
+# How long the meta forward of a problem may take at load: KernelBench's take 0.2 s at most on a
+# development CPU, but for its recurrent networks (an LSTM over 512 steps dispatches thousands of
+# operators), whose inputs and state are small enough for the estimate from the inputs.
+META_FORWARD_BUDGET_S = 1.0
+
+
+class _LiveBytes(TorchDispatchMode):
+    """The bytes a forward's operators allocate and keep alive at once, counted as it runs (on
+    the meta device, where nothing is allocated): each new tensor's size is added, and taken away
+    when the tensor is freed. Views and in-place results (an output that aliases an argument, by
+    the operator's schema) add nothing. Stops the forward past `deadline`."""
+
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self.deadline = deadline
+        self.live = 0
+        self.peak = 0
+
+    def _free(self, nbytes: int) -> None:
+        self.live -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if time.monotonic() > self.deadline:
+            raise TimeoutError(f"the meta forward took over {META_FORWARD_BUDGET_S} s")
+        out = func(*args, **(kwargs or {}))
+        returns = func._schema.returns
+        for i, t in enumerate(out if isinstance(out, (tuple, list)) else [out]):
+            if not torch.is_tensor(t) or (i < len(returns) and returns[i].alias_info is not None):
+                continue
+            nbytes = t.numel() * t.element_size()
+            self.live += nbytes
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(t, self._free, nbytes)
+        return out
+
+
 class ReferenceRole:
     def __init__(self) -> None:
         self.device = torch.device("cpu")
@@ -186,6 +224,7 @@ class ReferenceRole:
             k: v.detach().clone().contiguous() for k, v in params.state_tensors(self.model).items()
         }
         template = self._shape_template()
+        forward = self._meta_forward(template)
         roofline.warm_up_in_background()  # its first use is seconds; the roofline call comes later
         return {
             "name": Path(request["problem"]).stem,
@@ -197,6 +236,7 @@ class ReferenceRole:
             "sizes": {
                 "input_bytes": sum(shared.nbytes(v) for v in template if torch.is_tensor(v)),
                 "state_bytes": sum(shared.nbytes(v) for v in self.initial_state.values()),
+                **forward,
             },
             "memory": _memory_now(self.device),
             "placed": "host" if self._model_on_host else "device",
@@ -233,6 +273,37 @@ class ReferenceRole:
             )
         except Exception:  # noqa: BLE001 - a generator that needs real values
             return families.native_inputs(self.module.get_inputs, families.PUBLIC_SEED, self.device)
+
+    def _meta_forward(self, template: list) -> dict[str, Any]:
+        """The float32 forward's outputs and live peak (its intermediates and outputs), from a
+        run on the meta device: shapes only, nothing allocated, a model built anew there. What
+        the memory ledger reserves before the first draw follows from them
+        (src/eval/memory_plan.hpp, working_bytes_before_drawing): the inputs alone said 0.1 GB
+        for a matmul of small K whose 4.3 GB product needed 64 GB in session 13. A forward the
+        meta device cannot run (data-dependent Python, `.item()`, a custom op) or that takes
+        longer than META_FORWARD_BUDGET_S leaves `forward_estimate` saying why, and the
+        estimate from the inputs stands."""
+        if not all(x.device.type == "meta" for x in template if torch.is_tensor(x)):
+            return {"forward_estimate": "unavailable: the inputs need real values to be drawn"}
+        model_cls, init_inputs = self._construction
+        # The generators as they were after it: the problem's construction and forwards draw
+        # from them, and a draw here would move every later one.
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        try:
+            with torch.random.fork_rng(devices=devices):
+                with torch.device("meta"):
+                    model = construct(model_cls, copy.deepcopy(init_inputs), "problem")
+                counter = _LiveBytes(time.monotonic() + META_FORWARD_BUDGET_S)
+                with torch.no_grad(), counter:
+                    outputs, _ = hosting.as_outputs(model.eval()(*template))
+                output_bytes = sum(shared.nbytes(o) for o in outputs if torch.is_tensor(o))
+        except Exception as error:  # noqa: BLE001 - an estimate; the inputs' rule stands
+            return {"forward_estimate": f"unavailable: {type(error).__name__}: {str(error)[:160]}"}
+        return {
+            "forward_estimate": "meta",
+            "output_bytes": output_bytes,
+            "forward_peak_bytes": max(counter.peak, output_bytes),
+        }
 
     def cmd_set_plan(self, request: dict[str, Any]) -> dict[str, Any]:
         """The memory plan's budget for cases kept beyond those in use."""

@@ -434,6 +434,14 @@ class Evaluation {
     result.environment["protocol_version"] = protocol_.version;
     result.environment["seed_sha256"] = sha256_hex(session.secret);
     result.problem["reference_persistent_bytes"] = r["persistent_bytes"];
+    // What the load told of the problem's sizes (the meta forward's figures among them) and
+    // what the ledger reserved from them before the first draw: beside the memory plan the
+    // first draw made (problem.reference.plan), what says how good that estimate was.
+    if (r.contains("sizes")) {
+      result.problem["sizes"] = r["sizes"];
+      result.problem["sizes"]["working_bytes_before_drawing"] =
+          working_bytes_before_drawing(loaded_sizes(r));
+    }
   }
 
   // The cases for `redraw` (the parameter names re-drawn): the session's own when they are for

@@ -61,15 +61,18 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
   return plan;
 }
 
-double working_bytes_before_drawing(double input_bytes, double state_bytes) {
-  return kWorkingFactor * input_bytes + kStateWorkingFactor * state_bytes;
+double working_bytes_before_drawing(const ProblemSizes& sizes) {
+  const double state = kStateWorkingFactor * sizes.state_bytes;
+  if (sizes.forward_peak_bytes <= 0) return kWorkingFactor * sizes.input_bytes + state;
+  return kInputWorkingFactor * sizes.input_bytes +
+         kForwardPeakWorkingFactor * sizes.forward_peak_bytes +
+         kOutputWorkingFactor * sizes.output_bytes + state;
 }
 
-bool needs_device_alone(double input_bytes, double state_bytes, double device_bytes,
+bool needs_device_alone(const ProblemSizes& sizes, double device_bytes,
                         int evaluations_per_device) {
   if (evaluations_per_device <= 1 || device_bytes <= 0) return false;
-  return working_bytes_before_drawing(input_bytes, state_bytes) >
-         device_bytes / evaluations_per_device;
+  return working_bytes_before_drawing(sizes) > device_bytes / evaluations_per_device;
 }
 
 }  // namespace kbv::eval

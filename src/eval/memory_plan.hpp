@@ -62,18 +62,40 @@ MemoryPlan plan_memory(const MemoryFacts& facts);
 
 // Known before any case is drawn (the problem's inputs and state, described at load): what one
 // evaluation of the problem may need at its peak (reserved before drawing), and whether that
-// is more than its share of the device (then its cases are not drawn ahead). Drawing a case
-// holds its draw and its shared block (2x the inputs), the float64 run their double (2x) and
-// its intermediates (2x), and the candidate runs on the same inputs beside the reference's
-// outputs: about 8x the inputs in all. On the H200 with four evaluations side by side, two such
-// problems at once ran the device out of memory (session 9, call 2).
+// is more than its share of the device (then its cases are not drawn ahead).
+//
+// Where the reference could run its forward on the meta device at load (shapes only, nothing
+// allocated: python/kbv/reference.py `_meta_forward`), that forward's live peak (its
+// intermediates and outputs, float32) and its outputs weigh in: 3 x the inputs + 2 x the
+// forward's peak + 4.5 x the outputs. A fit to the working bytes session 13's H200 audit measured
+// after each problem's first draw, over the 128 problems under protocol 1, whose draw is today's
+// (TF32 and float64 forwards, no sensitivity runs): median measured / estimate 0.97, 2 of 128
+// more than 1.5x above it (docs/results/cpu-2026-12-05-s17). The inputs alone (below) were 1.37x
+// under the measure at the median and up to 379x: a convolution whose outputs are 8x its inputs
+// and a matmul of small K ran out of device memory beside others on a first draw reserved that
+// small, and a 17 GB pooling input had the device alone (137 GB) for a draw that needed 52 GB.
+inline constexpr double kInputWorkingFactor = 3.0;
+inline constexpr double kForwardPeakWorkingFactor = 2.0;
+inline constexpr double kOutputWorkingFactor = 4.5;
+// Without the forward's figures: drawing a case holds its draw and its shared block (2x the
+// inputs), the float64 run their double (2x) and its intermediates (2x), and the candidate runs
+// on the same inputs beside the reference's outputs: about 8x the inputs in all. On the H200
+// with four evaluations side by side, two such problems at once ran the device out of memory
+// (session 9, call 2).
 inline constexpr double kWorkingFactor = 8.0;
 // The state (parameters) weighs more: the reference's model, its float64 copy (2x), a redrawn
 // state block and its float64 (3x), the candidate's own model: 2_ShallowWideMLP (8.6 GB of
 // weights) had 68.7 GB in its reference process alone when it ran out (session 11).
 inline constexpr double kStateWorkingFactor = 10.0;
-double working_bytes_before_drawing(double input_bytes, double state_bytes);
-bool needs_device_alone(double input_bytes, double state_bytes, double device_bytes,
-                        int evaluations_per_device);
+
+// What the load tells of a problem's sizes (`loaded.sizes`); the forward's are 0 where unknown.
+struct ProblemSizes {
+  double input_bytes = 0;
+  double state_bytes = 0;
+  double output_bytes = 0;        // the float32 forward's outputs (meta)
+  double forward_peak_bytes = 0;  // its live peak, outputs included (meta); 0: not known
+};
+double working_bytes_before_drawing(const ProblemSizes& sizes);
+bool needs_device_alone(const ProblemSizes& sizes, double device_bytes, int evaluations_per_device);
 
 }  // namespace kbv::eval

@@ -97,19 +97,22 @@ MemoryFacts facts_of(const ReferenceSession& session, const json& first, const P
 
 }  // namespace
 
+ProblemSizes loaded_sizes(const json& loaded) {
+  const json sizes = loaded.value("sizes", json::object());
+  return {sizes.value("input_bytes", 0.0), sizes.value("state_bytes", 0.0),
+          sizes.value("output_bytes", 0.0), sizes.value("forward_peak_bytes", 0.0)};
+}
+
 bool loaded_needs_device_alone(const json& loaded, int evaluations_per_device) {
   const json memory = loaded.value("memory", json::object());
   if (memory.value("kind", "") != "device") return false;
-  const json sizes = loaded.value("sizes", json::object());
-  return needs_device_alone(sizes.value("input_bytes", 0.0), sizes.value("state_bytes", 0.0),
-                            memory.value("total_bytes", 0.0), evaluations_per_device);
+  return needs_device_alone(loaded_sizes(loaded), memory.value("total_bytes", 0.0),
+                            evaluations_per_device);
 }
 
 double loaded_working_bytes_before_drawing(const json& loaded) {
   if (loaded.value("memory", json::object()).value("kind", "") != "device") return 0;
-  const json sizes = loaded.value("sizes", json::object());
-  return working_bytes_before_drawing(sizes.value("input_bytes", 0.0),
-                                      sizes.value("state_bytes", 0.0));
+  return working_bytes_before_drawing(loaded_sizes(loaded));
 }
 
 double dtype_bytes(const std::string& dtype) {

@@ -45,6 +45,8 @@ nlohmann::json default_redraw(const nlohmann::json& loaded, const Protocol& prot
 
 // Whether the loaded problem (its load_problem answer) is too large to share its device with
 // the other evaluations there (memory_plan's needs_device_alone); false on the host.
+// The sizes `load_problem` answered (`sizes`: inputs, state, and the meta forward's figures).
+ProblemSizes loaded_sizes(const nlohmann::json& loaded);
 bool loaded_needs_device_alone(const nlohmann::json& loaded, int evaluations_per_device);
 // What one evaluation of the loaded problem may need of its device before any case is drawn
 // (memory_plan's working_bytes_before_drawing); 0 on the host.

@@ -30,7 +30,7 @@ TEST(AheadPermit, ASmallProblemIsDrawnAheadWithinWhatItReserved) {
   EXPECT_EQ(permit.scope, AheadPermit::Scope::draw);
   ASSERT_TRUE(permit.reservation.has_value());
   EXPECT_TRUE(permit.reservation->held());
-  EXPECT_DOUBLE_EQ(permit.bytes, working_bytes_before_drawing(0.4 * GB, 0.002 * GB));
+  EXPECT_DOUBLE_EQ(permit.bytes, working_bytes_before_drawing({0.4 * GB, 0.002 * GB}));
   EXPECT_DOUBLE_EQ(ahead.capacity(), kH200 * kAheadShare);
   EXPECT_DOUBLE_EQ(ahead.reserved_bytes(), permit.bytes);
   EXPECT_NE(permit.note.find("drawn ahead"), std::string::npos) << permit.note;

@@ -99,11 +99,33 @@ namespace {
 
 TEST(MemoryPlan, InputsAloneSayWhenAProblemMustHaveTheDeviceToItself) {
   // 19_ReLU's 6.4 GB of inputs need about 51 GB at their peak: more than a quarter of an H200.
-  EXPECT_TRUE(needs_device_alone(6.4e9, 0, 141e9, 4));
-  EXPECT_DOUBLE_EQ(working_bytes_before_drawing(6.4e9, 0.1e9), 8 * 6.4e9 + 10 * 0.1e9);
-  EXPECT_FALSE(needs_device_alone(6.4e9, 0, 141e9, 1));  // nobody else there
-  EXPECT_FALSE(needs_device_alone(0.5e9, 0.1e9, 141e9, 4));
-  EXPECT_FALSE(needs_device_alone(6.4e9, 0, 0, 4));  // no device figure: the host
+  EXPECT_TRUE(needs_device_alone({6.4e9, 0}, 141e9, 4));
+  EXPECT_DOUBLE_EQ(working_bytes_before_drawing({6.4e9, 0.1e9}), 8 * 6.4e9 + 10 * 0.1e9);
+  EXPECT_FALSE(needs_device_alone({6.4e9, 0}, 141e9, 1));  // nobody else there
+  EXPECT_FALSE(needs_device_alone({0.5e9, 0.1e9}, 141e9, 4));
+  EXPECT_FALSE(needs_device_alone({6.4e9, 0}, 0, 4));  // no device figure: the host
+}
+
+// The forward's figures from the meta device, against the working bytes session 13's H200 audit
+// measured after each problem's first draw (docs/results/cpu-2026-12-05-s17): sizes in bytes as
+// the meta forward gives them for KernelBench 423217d.
+TEST(MemoryPlan, TheMetaForwardMakesTheEstimateBeforeDrawingFollowTheMeasure) {
+  // 19_ReLU (measured 58.0 GB): the forward's peak and outputs are its inputs' size.
+  const ProblemSizes relu{6.44e9, 0, 6.44e9, 6.44e9};
+  EXPECT_NEAR(working_bytes_before_drawing(relu), 58.0e9, 4e9);
+  // 7_Matmul_with_small_K_dimension_: 17 MB of inputs, a 4.3 GB product (measured 64.5 GB under
+  // protocol 2, whose draws also ran the two sensitivity runs): the inputs alone said 0.1 GB.
+  const ProblemSizes small_k{16.8e6, 0, 4.29e9, 4.29e9};
+  EXPECT_LT(working_bytes_before_drawing({16.8e6, 0}), 0.2e9);
+  EXPECT_GT(working_bytes_before_drawing(small_k), 25e9);
+  // 45_Average_Pooling_2D (measured 52.4 GB): 17.2 GB of inputs made it the device's alone
+  // (137 GB) for a draw that needed far less; the pooled output is small.
+  const ProblemSizes pooling{17.18e9, 0, 0.142e9, 0.142e9};
+  EXPECT_TRUE(needs_device_alone({17.18e9, 0}, 150e9, 4));
+  EXPECT_FALSE(needs_device_alone(pooling, 150e9, 2));
+  EXPECT_NEAR(working_bytes_before_drawing(pooling), 52.4e9, 0.5e9);
+  // Without the forward's figures (a forward the meta device cannot run), the inputs' rule.
+  EXPECT_DOUBLE_EQ(working_bytes_before_drawing({6.44e9, 0, 6.44e9, 0}), 8 * 6.44e9);
 }
 
 }  // namespace
@@ -116,8 +138,8 @@ TEST(MemoryPlan, WeightsWeighMoreThanInputsBeforeDrawing) {
   // 2_ShallowWideMLP: 8 MB in, 8.6 GB of weights; its reference process alone held 68.7 GB
   // when it ran out of memory beside five others (session 11). 10x its weights is more than
   // half an H200: it has the device's memory to itself from the start, not after a failure.
-  EXPECT_TRUE(needs_device_alone(8.4e6, 8.6e9, 141e9, 2));
-  EXPECT_GT(working_bytes_before_drawing(8.4e6, 8.6e9), 0.5 * 141e9);
+  EXPECT_TRUE(needs_device_alone({8.4e6, 8.6e9}, 141e9, 2));
+  EXPECT_GT(working_bytes_before_drawing({8.4e6, 8.6e9}), 0.5 * 141e9);
 }
 
 TEST(MemoryPlan, TheCandidatesForwardAndModelAreReservedBesideTheDraw) {

@@ -128,6 +128,12 @@ def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
             problem: json.loads(text)
             for problem, text in con.execute("SELECT problem, result_json FROM results")
         }
+    # The load's sizes, with the meta forward's (an elementwise forward: outputs as large as its
+    # input), and what they reserve before the first draw.
+    sizes = results["3_ReLU"]["problem"]["sizes"]
+    assert sizes["forward_estimate"] == "meta"
+    assert sizes["output_bytes"] == sizes["forward_peak_bytes"] == sizes["input_bytes"] > 0
+    assert sizes["working_bytes_before_drawing"] == 9.5 * sizes["input_bytes"]
     first = results["3_ReLU"]["problem"]["reference"]
     second = results["4_Softmax"]["problem"]["reference"]
     assert not first.get("started_ahead") and not first["reused"]
