@@ -18,6 +18,7 @@ import math
 import os
 import random
 import secrets
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from . import (
     devices,
@@ -120,40 +122,65 @@ class Case:
         self.sensitivity = []
 
 
-# How long the meta forward of a problem may take at load: KernelBench's take 0.2 s at most on a
-# development CPU, but for its recurrent networks (an LSTM over 512 steps dispatches thousands of
-# operators), whose inputs and state are small enough for the estimate from the inputs.
-META_FORWARD_BUDGET_S = 1.0
+# How much of a meta forward the estimate is worth: KernelBench's dispatch at most 1,793
+# operators (0.2 s on a development CPU), but its eight recurrent networks 46,000 to 98,000 (an
+# LSTM over 512 steps, 6 to 15 s), and their inputs and state are small enough for the estimate
+# from the inputs. Operators, not seconds, so the outcome does not depend on the machine's load
+# (a dozen workers start at once on the H200); the seconds only stop a pathological forward.
+META_FORWARD_MAX_OPS = 10_000
+META_FORWARD_MAX_S = 10.0
 
 
 class _LiveBytes(TorchDispatchMode):
     """The bytes a forward's operators allocate and keep alive at once, counted as it runs (on
-    the meta device, where nothing is allocated): each new tensor's size is added, and taken away
-    when the tensor is freed. Views and in-place results (an output that aliases an argument, by
-    the operator's schema) add nothing. Stops the forward past `deadline`."""
+    the meta device, where nothing is allocated): a new storage's size is added when an operator
+    returns it, and taken away when the last tensor holding it is freed. Outputs that share a
+    storage counted before (views, in-place results, `_unsafe_view`, the pieces of `chunk`) or one
+    of `known` (the inputs', the parameters') add nothing. Stops the forward past
+    META_FORWARD_MAX_OPS operators or META_FORWARD_MAX_S seconds from its first."""
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, known: set[int]) -> None:
         super().__init__()
-        self.deadline = deadline
+        self.known = known
+        self.storages: dict[int, list[int]] = {}  # storage -> [bytes, tensors holding it]
         self.live = 0
         self.peak = 0
-
-    def _free(self, nbytes: int) -> None:
-        self.live -= nbytes
+        self.ops = 0
+        self.started: float | None = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if time.monotonic() > self.deadline:
-            raise TimeoutError(f"the meta forward took over {META_FORWARD_BUDGET_S} s")
+        self.ops += 1
+        now = time.monotonic()
+        self.started = self.started or now
+        if self.ops > META_FORWARD_MAX_OPS:
+            raise TimeoutError(f"the meta forward dispatched over {META_FORWARD_MAX_OPS} operators")
+        if now - self.started > META_FORWARD_MAX_S:
+            raise TimeoutError(f"the meta forward took over {META_FORWARD_MAX_S} s")
         out = func(*args, **(kwargs or {}))
-        returns = func._schema.returns
-        for i, t in enumerate(out if isinstance(out, (tuple, list)) else [out]):
-            if not torch.is_tensor(t) or (i < len(returns) and returns[i].alias_info is not None):
-                continue
-            nbytes = t.numel() * t.element_size()
-            self.live += nbytes
-            self.peak = max(self.peak, self.live)
-            weakref.finalize(t, self._free, nbytes)
+        for t in tree_flatten(out)[0]:
+            if torch.is_tensor(t):
+                self._hold(t)
         return out
+
+    def _hold(self, t: torch.Tensor) -> None:
+        key = t.untyped_storage()._cdata
+        if key in self.known:
+            return
+        entry = self.storages.get(key)
+        if entry is None:
+            entry = self.storages[key] = [t.untyped_storage().nbytes(), 0]
+            self.live += entry[0]
+            self.peak = max(self.peak, self.live)
+        entry[1] += 1
+        weakref.finalize(t, self._let_go, key)
+
+    def _let_go(self, key: int) -> None:
+        entry = self.storages.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self.live -= entry[0]
+                del self.storages[key]
 
 
 class ReferenceRole:
@@ -254,7 +281,19 @@ class ReferenceRole:
         return {"placed": "device", "memory": _memory_now(self.device)}
 
     # Commands that never touch the model: they leave one loaded on the host where it is.
-    _OFF_THE_MODEL = frozenset({"load_problem", "place_model", "ping", "cap_memory", "set_plan"})
+    _OFF_THE_MODEL = frozenset(
+        {
+            "load_problem",
+            "place_model",
+            "ping",
+            "cap_memory",
+            "set_plan",
+            "unpin",
+            "release",
+            "end_candidate",
+            "scan",
+        }
+    )
 
     def before_command(self, cmd: str | None) -> None:
         """A model still on the host is placed before anything uses it: an evaluation that
@@ -280,25 +319,34 @@ class ReferenceRole:
         the memory ledger reserves before the first draw follows from them
         (src/eval/memory_plan.hpp, working_bytes_before_drawing): the inputs alone said 0.1 GB
         for a matmul of small K whose 4.3 GB product needed 64 GB in session 13. A forward the
-        meta device cannot run (data-dependent Python, `.item()`, a custom op) or that takes
-        longer than META_FORWARD_BUDGET_S leaves `forward_estimate` saying why, and the
-        estimate from the inputs stands."""
+        meta device cannot run (data-dependent Python, `.item()`, a custom op) or that
+        dispatches more than META_FORWARD_MAX_OPS operators leaves `forward_estimate` saying
+        why, and the estimate from the inputs stands."""
         if not all(x.device.type == "meta" for x in template if torch.is_tensor(x)):
             return {"forward_estimate": "unavailable: the inputs need real values to be drawn"}
         model_cls, init_inputs = self._construction
-        # The generators as they were after it: the problem's construction and forwards draw
-        # from them, and a draw here would move every later one.
+        # The generators as they were after it (torch's, Python's, numpy's): the problem's
+        # construction and forwards draw from them, and a draw here would move every later one.
         devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        numpy_random = getattr(sys.modules.get("numpy"), "random", None)
+        states = (random.getstate(), numpy_random.get_state() if numpy_random else None)
         try:
-            with torch.random.fork_rng(devices=devices):
-                with torch.device("meta"):
-                    model = construct(model_cls, copy.deepcopy(init_inputs), "problem")
-                counter = _LiveBytes(time.monotonic() + META_FORWARD_BUDGET_S)
+            with torch.random.fork_rng(devices=devices), torch.device("meta"):
+                model = construct(model_cls, copy.deepcopy(init_inputs), "problem").eval()
+                held = [*template, *model.parameters(), *model.buffers()]
+                known = {t.untyped_storage()._cdata for t in held if torch.is_tensor(t)}
+                counter = _LiveBytes(known)
                 with torch.no_grad(), counter:
-                    outputs, _ = hosting.as_outputs(model.eval()(*template))
+                    outputs, _ = hosting.as_outputs(model(*template))
                 output_bytes = sum(shared.nbytes(o) for o in outputs if torch.is_tensor(o))
         except Exception as error:  # noqa: BLE001 - an estimate; the inputs' rule stands
             return {"forward_estimate": f"unavailable: {type(error).__name__}: {str(error)[:160]}"}
+        finally:
+            random.setstate(states[0])
+            if numpy_random is not None:
+                numpy_random.set_state(states[1])
+            # A problem that names a device of its own (`device="cuda"`) allocated there.
+            _release_cached(self.device)
         return {
             "forward_estimate": "meta",
             "output_bytes": output_bytes,

@@ -435,8 +435,9 @@ class Evaluation {
     result.environment["seed_sha256"] = sha256_hex(session.secret);
     result.problem["reference_persistent_bytes"] = r["persistent_bytes"];
     // What the load told of the problem's sizes (the meta forward's figures among them) and
-    // what the ledger reserved from them before the first draw: beside the memory plan the
-    // first draw made (problem.reference.plan), what says how good that estimate was.
+    // the estimate from them that the ledger reserves before the first draw where evaluations
+    // share the device: beside the memory plan the first draw made (problem.reference.plan),
+    // what says how good that estimate was.
     if (r.contains("sizes")) {
       result.problem["sizes"] = r["sizes"];
       result.problem["sizes"]["working_bytes_before_drawing"] =

@@ -6,6 +6,8 @@ knows shapes, and the counter follows each tensor from its operator to its relea
 
 from __future__ import annotations
 
+import random
+
 import torch  # before kbv_native: the module must share torch's CUDA runtime
 from conftest import import_native_or_skip_module
 
@@ -78,21 +80,52 @@ def test_a_forward_the_meta_device_cannot_run_leaves_the_estimate_from_the_input
 
 
 def test_a_forward_past_its_budget_is_stopped(reference_roles, monkeypatch):
-    monkeypatch.setattr(reference, "META_FORWARD_BUDGET_S", -1.0)
-    sizes = sizes_of(reference_roles, "return x @ w")
-    assert sizes["forward_estimate"].startswith("unavailable: TimeoutError"), sizes
+    # Counted in operators, not seconds: the same answer on a loaded machine.
+    forward = "y = x @ w\n        for _ in range(5):\n            y = y * 2\n        return y"
+    monkeypatch.setattr(reference, "META_FORWARD_MAX_OPS", 5)
+    sizes = sizes_of(reference_roles, forward)
+    expected = "unavailable: TimeoutError: the meta forward dispatched over 5 operators"
+    assert sizes["forward_estimate"] == expected, sizes
+    monkeypatch.setattr(reference, "META_FORWARD_MAX_OPS", 6)
+    assert sizes_of(reference_roles, forward)["forward_estimate"] == "meta"
+
+
+def test_pieces_and_reshapes_of_a_tensor_are_not_new_memory(reference_roles):
+    # chunk's pieces come back as a list (one aliasing return), a 3-D matmul's result through
+    # _unsafe_view: both share the storage counted once.
+    forward = (
+        "a, b = (x @ w).chunk(2, dim=1)\n        y = (a.unsqueeze(0) @ b.t().unsqueeze(0))\n"
+        "        return y.reshape(32, 32)"
+    )
+    sizes = sizes_of(reference_roles, forward)
+    assert sizes["output_bytes"] == 32 * 32 * 4
+    assert sizes["forward_peak_bytes"] == PRODUCT + 32 * 32 * 4
+
+
+def test_tensors_a_forward_makes_without_a_device_are_made_on_meta(reference_roles):
+    # A 1 GiB buffer made inside the forward, as a problem's own scratch: counted, never held.
+    sizes = sizes_of(reference_roles, "big = torch.zeros(1 << 28)\n        return x @ w + big[0]")
+    assert sizes["forward_estimate"] == "meta", sizes
+    assert sizes["forward_peak_bytes"] >= (1 << 30) + PRODUCT
 
 
 def test_the_meta_forward_leaves_the_global_generator_as_it_was(reference_roles, monkeypatch):
     """The model built on the meta device draws nothing from the generators the problem's own
     construction and forward use: the real model's first forward is the same either way."""
-    source = PROBLEM.replace("FORWARD", "return x @ w + torch.rand(1)")
+    # Draws on the CPU by name (the meta device's own draws draw nothing), and from Python's.
+    source = PROBLEM.replace(
+        "FORWARD",
+        "import random\n        random.random()\n"
+        "        return x @ w + torch.rand(1, device='cpu')",
+    )
     outputs = []
     for meta in (True, False):
         if not meta:
             monkeypatch.setattr(reference.ReferenceRole, "_meta_forward", lambda self, template: {})
         role = reference_roles(source)
         torch.manual_seed(7)
+        random.seed(7)
         role.cmd_load_problem({"device": "cpu", "problem": role.module.__file__})
-        outputs.append(torch.rand(3))
-    torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=0)
+        outputs.append((torch.rand(3), random.random()))
+    torch.testing.assert_close(outputs[0][0], outputs[1][0], rtol=0, atol=0)
+    assert outputs[0][1] == outputs[1][1]
