@@ -163,12 +163,13 @@ class _LiveBytes(TorchDispatchMode):
         return out
 
     def _hold(self, t: torch.Tensor) -> None:
-        key = t.untyped_storage()._cdata
+        storage = t.untyped_storage()
+        key = storage._cdata
         if key in self.known:
             return
         entry = self.storages.get(key)
         if entry is None:
-            entry = self.storages[key] = [t.untyped_storage().nbytes(), 0]
+            entry = self.storages[key] = [storage.nbytes(), 0]
             self.live += entry[0]
             self.peak = max(self.peak, self.live)
         entry[1] += 1
@@ -327,11 +328,10 @@ class ReferenceRole:
         model_cls, init_inputs = self._construction
         # The generators as they were after it (torch's, Python's, numpy's): the problem's
         # construction and forwards draw from them, and a draw here would move every later one.
-        devices = [self.device.index or 0] if self.device.type == "cuda" else []
         numpy_random = getattr(sys.modules.get("numpy"), "random", None)
         states = (random.getstate(), numpy_random.get_state() if numpy_random else None)
         try:
-            with torch.random.fork_rng(devices=devices), torch.device("meta"):
+            with _torch_generators_kept(self.device), torch.device("meta"):
                 model = construct(model_cls, copy.deepcopy(init_inputs), "problem").eval()
                 held = [*template, *model.parameters(), *model.buffers()]
                 known = {t.untyped_storage()._cdata for t in held if torch.is_tensor(t)}
@@ -1140,8 +1140,7 @@ class ReferenceRole:
             model64 = copy.deepcopy(self.model)
         else:
             model_cls, init_inputs = self._construction
-            devices = [self.device.index or 0] if self.device.type == "cuda" else []
-            with torch.random.fork_rng(devices=devices):
+            with _torch_generators_kept(self.device):
                 hosting.seeded(hosting.CONSTRUCT_SEED)
                 model64 = construct(model_cls, copy.deepcopy(init_inputs), "problem")
             model64 = model64.to(self.device).eval()
@@ -1577,6 +1576,11 @@ def _peak(device: torch.device) -> int:
 
 def _allocated(device: torch.device) -> int:
     return int(torch.cuda.memory_allocated(device)) if device.type == "cuda" else 0
+
+
+def _torch_generators_kept(device: torch.device):
+    """torch's CPU generator and `device`'s (a GPU's) as they were, once the block is done."""
+    return torch.random.fork_rng(devices=[device.index or 0] if device.type == "cuda" else [])
 
 
 @contextlib.contextmanager

@@ -103,6 +103,8 @@ ProblemSizes loaded_sizes(const json& loaded) {
           sizes.value("output_bytes", 0.0), sizes.value("forward_peak_bytes", 0.0)};
 }
 
+bool loaded_on_host(const json& loaded) { return loaded.value("placed", "device") == "host"; }
+
 bool loaded_needs_device_alone(const json& loaded, int evaluations_per_device) {
   const json memory = loaded.value("memory", json::object());
   if (memory.value("kind", "") != "device") return false;
@@ -217,7 +219,7 @@ AheadPermit permit_ahead(MemoryLedger* ahead, const json& loaded) {
       "its draw may need {:.1f} GB, more than the {:.1f} GB of the device's share "
       "for work ahead ({:.1f} GB of it held)",
       draw / gb, ahead->capacity() / gb, ahead->reserved_bytes() / gb);
-  if (loaded.value("placed", "device") == "host") {
+  if (loaded_on_host(loaded)) {
     // Its model waits in host memory; the evaluation places it under its own reservation.
     permit.scope = AheadPermit::Scope::load;
     permit.bytes = 0;
@@ -317,7 +319,7 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
       const bool alone =
           !gate && loaded_needs_device_alone(s->loaded, request.placement.evaluations_per_device);
       if (permit.scope == AheadPermit::Scope::draw && !alone) {
-        if (s->loaded.value("placed", "device") == "host") {
+        if (loaded_on_host(s->loaded)) {
           // Its reservation counts the model's state (loaded_working_bytes_before_drawing).
           auto placed = call(worker_request(cmd::kPlaceModel));
           require_reference_answer(placed, request.problem, "placing the model drawn ahead");

@@ -43,10 +43,12 @@ void load_problem_into(ReferenceSession& session, const EvalRequest& request,
 // preparation of its own).
 nlohmann::json default_redraw(const nlohmann::json& loaded, const Protocol& protocol);
 
-// Whether the loaded problem (its load_problem answer) is too large to share its device with
-// the other evaluations there (memory_plan's needs_device_alone); false on the host.
 // The sizes `load_problem` answered (`sizes`: inputs, state, and the meta forward's figures).
 ProblemSizes loaded_sizes(const nlohmann::json& loaded);
+// Whether the loaded problem's model waits in host memory (loaded with `on_host`, not placed).
+bool loaded_on_host(const nlohmann::json& loaded);
+// Whether the loaded problem (its load_problem answer) is too large to share its device with
+// the other evaluations there (memory_plan's needs_device_alone); false on the host.
 bool loaded_needs_device_alone(const nlohmann::json& loaded, int evaluations_per_device);
 // What one evaluation of the loaded problem may need of its device before any case is drawn
 // (memory_plan's working_bytes_before_drawing); 0 on the host.
