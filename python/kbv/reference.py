@@ -446,7 +446,15 @@ class ReferenceRole:
     def cmd_judge(self, request: dict[str, Any]) -> dict[str, Any]:
         """Measures the slot's outputs against case `id`'s (or timing set `timing`'s) judged
         outputs, one pass per entry of `passes` ({index, spec}), and checks that the inputs the
-        candidate ran on (`token`, default the case's own block) are unchanged."""
+        candidate ran on (`token`, default the case's own block) are unchanged.
+
+        A pass over the floor whose sensitivity is deferred needs the sensitivity's float64 runs,
+        which the evaluation's reservation need not cover (the memory plan leaves them out:
+        most candidates never need them). With `over_floor: "ask"` the judge stops there and
+        answers `sensitivity_wanted` with the floor's figures; the harness makes room and asks
+        again with `floor_checksums` (that answer's `slot_checksums`). Where the slot changed in
+        between, the first answer's figures stand (the harness compares the checksums), as the
+        floor's do for an output that changes while it is copied."""
         if self.slot is None:
             raise WorkerError("internal_error", "judge before share_slot")
         timing = int(request["timing"]) if "timing" in request else None
@@ -487,11 +495,18 @@ class ReferenceRole:
         mutated = self._changed_inputs(block, self.expected.get(token, case.checksums))
         if mutated and block is case.inputs:
             case.dirty = True  # drawn again before anyone else uses it
+        answer = {"outputs": figures, "inputs_mutated": mutated, "slot_checksums": sums}
+        if over_floor and request.get("over_floor") == "ask":
+            return answer | {"sensitivity_wanted": True}
+        if over_floor and request.get("floor_checksums", sums) != sums:
+            # Changed since the answer that asked for room: the harness keeps that answer's
+            # figures (CasePath::judge), so the runs would be spent on nothing.
+            return answer
         if over_floor:
             self._judge_with_sensitivity(
                 case, judged, sensitivity, timing, outputs, passes, over_floor, figures, sums
             )
-        return {"outputs": figures, "inputs_mutated": mutated, "slot_checksums": sums}
+        return answer
 
     def _judge_with_sensitivity(
         self, case, judged, sensitivity, timing, outputs, passes, over_floor, figures, sums
@@ -823,9 +838,11 @@ class ReferenceRole:
             "state": state_block.layout["nbytes"] if state_block is not None else 0,
             "judged": sum(shared.nbytes(t) for t in case.judged),
             "sensitivity": _sensitivity_bytes(case.sensitivity, case.judged),
+            "draw_peak": max(_peak(self.device), self._draw_peak_carried),
             # A deferred sensitivity's runs were not part of this draw: their estimated peak
-            # (_run_variants) stands in, so the plan reserves them all the same.
-            "draw_peak": max(_peak(self.device), self._draw_peak_carried, self._sensitivity_peak),
+            # (_run_variants), which the evaluation reserves only for a candidate over the
+            # floor (cmd_judge's `over_floor: "ask"`); 0 where nothing was deferred.
+            "sensitivity_peak": self._sensitivity_peak,
             "forward_peak": self._forward_peak,
         }
         figures["sensitivity"] = _sensitivity_state(case.sensitivity)

@@ -155,6 +155,15 @@ class Evaluation {
     exchange_.emplace(session, *worker_, request_.placement.gate, request_.limits);
     WorkerExchange& workers = *exchange_;
     cases_.emplace(workers, session, protocol_, request_.problem);
+    if (request_.placement.gate && request_.placement.evaluations_per_device > 1) {
+      // A deferred sensitivity's runs, reserved only for a candidate over the floor.
+      cases_->on_sensitivity_wanted([this, &workers, &session] {
+        if (!session.plan) return;
+        say("making room for the sensitivity of an output over the floor");
+        reserve_device_memory(workers, session,
+                              session.plan->working_bytes + session.plan->sensitivity_bytes);
+      });
+    }
     CandidateSide side{request_.problem,
                        workers,
                        protocol_,

@@ -12,6 +12,7 @@ nlohmann::json MemoryPlan::to_json() const {
           {"cached_cases", cached_cases},
           {"timing_sets", timing_sets},
           {"working_bytes", working_bytes},
+          {"sensitivity_bytes", sensitivity_bytes},
           {"alone", alone},
           {"fits", fits}};
 }
@@ -38,6 +39,7 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
   // large as the reference's (an attention problem's 8 GB of scores, not only its outputs).
   plan.working_bytes = f.draw_peak_bytes + case_bytes +
                        std::max(f.output_bytes, f.forward_peak_bytes) + f.model_bytes;
+  plan.sensitivity_bytes = std::max(0.0, f.sensitivity_peak_bytes - f.draw_peak_bytes);
   plan.alone = f.device && evaluations > 1 && plan.working_bytes > f.total_bytes * kReservableShare;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   if (plan.cached_cases >= f.cases) {
@@ -57,6 +59,10 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
     plan.fits += "; the device's memory to itself";
   } else if (f.device && evaluations > 1 && plan.working_bytes >= gib) {
     plan.fits += fmt::format("; {:.0f} GiB of the device reserved", plan.working_bytes / gib);
+  }
+  if (f.device && evaluations > 1 && plan.sensitivity_bytes >= gib) {
+    plan.fits +=
+        fmt::format(" (+{:.0f} GiB for a candidate over the floor)", plan.sensitivity_bytes / gib);
   }
   return plan;
 }

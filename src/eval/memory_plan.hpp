@@ -17,8 +17,11 @@ struct MemoryFacts {
   double case_bytes = 0;   // one case resident: inputs, state, the outputs it is judged by
   // of those, the outputs it is judged by and their sensitivities (a timing set keeps its own)
   double judged_bytes = 0;
-  double output_bytes = 0;        // the candidate's outputs (the slot)
-  double draw_peak_bytes = 0;     // the reference's device peak while drawing one case
+  double output_bytes = 0;     // the candidate's outputs (the slot)
+  double draw_peak_bytes = 0;  // the reference's device peak while drawing one case
+  // The estimated peak of a deferred sensitivity's runs (0: none deferred), which only a
+  // candidate over the floor of its budget needs (docs/protocol.md, deferred sensitivity).
+  double sensitivity_peak_bytes = 0;
   double forward_peak_bytes = 0;  // of that, its TF32 forward's own (intermediates, outputs)
   double model_bytes = 0;         // the model's parameters and buffers (the candidate has its own)
   int cases = 0;                  // hidden cases of the protocol
@@ -34,6 +37,9 @@ struct MemoryPlan {
   // What one evaluation may hold on the device at its peak: reserved in the device's memory
   // ledger (eval/memory_ledger.hpp) when others share the device.
   double working_bytes = 0;
+  // What a deferred sensitivity's runs add to it: reserved by an evaluation only once its
+  // candidate is over the floor (CasePath::judge), not by every evaluation of the problem.
+  double sensitivity_bytes = 0;
   bool alone = false;  // that is more than the ledger's capacity: the device's memory to itself
   std::string fits;    // how it fits, in words (the audit's "fits" column)
   nlohmann::json to_json() const;

@@ -81,6 +81,7 @@ MemoryFacts facts_of(const ReferenceSession& session, const json& first, const P
   f.judged_bytes = bytes.value("judged", 0.0) + bytes.value("sensitivity", 0.0);
   f.case_bytes = bytes.value("inputs", 0.0) + bytes.value("state", 0.0) + f.judged_bytes;
   f.draw_peak_bytes = bytes.value("draw_peak", 0.0);
+  f.sensitivity_peak_bytes = bytes.value("sensitivity_peak", 0.0);
   f.forward_peak_bytes = bytes.value("forward_peak", 0.0);
   f.model_bytes = session.loaded.value("sizes", json::object()).value("state_bytes", 0.0);
   for (const auto& b : first.value("baselines", json::object()).value("tf32", json::array())) {

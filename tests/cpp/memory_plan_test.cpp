@@ -59,6 +59,30 @@ TEST(MemoryPlan, ALargeElementwiseProblemReservesItsPeakAndLeavesRoomBesideIt) {
   EXPECT_NE(plan.fits.find("GiB of the device reserved"), std::string::npos) << plan.fits;
 }
 
+TEST(MemoryPlan, ADeferredSensitivityIsReservedApartFromWhatEveryEvaluationNeeds) {
+  // 19_ReLU under protocol 3: its TF32 baseline is within the floor, so the sensitivity's two
+  // float64 runs are deferred, estimated at the truth run's peak, two float64 output-sized
+  // tensors and an output copy (71 GB). Counted in the draw's peak, they made the plan 97 GB,
+  // over the ledger's 70: every large elementwise problem had the device alone, for runs only a
+  // candidate over the floor makes. Apart, the problem runs beside others.
+  auto f = h200(6.4 * GB + 12.8 * GB, 6.4 * GB, 4);
+  f.draw_peak_bytes = 32.4 * GB;
+  f.sensitivity_peak_bytes = 32.4 * GB + 2 * 12.8 * GB + 6.4 * GB;
+  auto plan = plan_memory(f);
+  EXPECT_FALSE(plan.alone);
+  EXPECT_DOUBLE_EQ(plan.working_bytes, 32.4 * GB + 19.2 * GB + 6.4 * GB);
+  EXPECT_DOUBLE_EQ(plan.sensitivity_bytes, 32.0 * GB);
+  EXPECT_GT(plan.working_bytes + plan.sensitivity_bytes, 141 * GB * kReservableShare);
+  EXPECT_NE(plan.fits.find("(+30 GiB for a candidate over the floor)"), std::string::npos)
+      << plan.fits;
+  EXPECT_EQ(plan.to_json()["sensitivity_bytes"].get<double>(), 32.0 * GB);
+  // Nothing deferred (or a peak the draw already passed): nothing apart.
+  f.sensitivity_peak_bytes = 0;
+  EXPECT_EQ(plan_memory(f).sensitivity_bytes, 0);
+  f.sensitivity_peak_bytes = 10 * GB;
+  EXPECT_EQ(plan_memory(f).sensitivity_bytes, 0);
+}
+
 TEST(MemoryPlan, ALargeProblemAloneOnItsDeviceKeepsWhatFitsItsShare) {
   // 38_L1Norm_: 8.6 GB in, 8.6 GB out (17.2 GB of float64 truth).
   auto plan = plan_memory(h200(8.6 * GB + 17.2 * GB, 8.6 * GB, 1));

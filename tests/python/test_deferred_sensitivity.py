@@ -515,3 +515,72 @@ def test_a_timing_set_of_a_case_whose_forward_changed_its_inputs_is_computed(
     runs = _count_forward_runs(role, monkeypatch)
     role.cmd_prepare_timing_sets({"ids": [case.figures["id"]]})
     assert runs == [1]
+
+
+def _ask(role, case: reference.Case, output: torch.Tensor, **request) -> dict:
+    """The judge's whole answer for `output` in the slot, with extra request fields."""
+    role.cmd_share_slot({"outputs": [{"shape": list(output.shape), "dtype": "float32"}]})
+    role.slot.as_list()[0].copy_(output)
+    spec = _spec(case.judged[0])
+    return role.cmd_judge(
+        {"id": case.figures["id"], "passes": [{"index": 0, "spec": spec}]} | request
+    )
+
+
+def test_the_draw_reports_the_deferred_runs_peak_apart_from_its_own(tmp_path, device):
+    # The memory plan reserves the draw's peak for every evaluation, and the deferred runs'
+    # estimated peak only for a candidate over the floor (CasePath::judge).
+    role = _role(tmp_path, device, CANCELLING)
+    deferred = _prepare(role, "h1_native").figures["bytes"]
+    truth_bytes = 8 * 64 * 32  # float64 [64, 32]
+    assert deferred["sensitivity_peak"] >= 2 * truth_bytes
+    assert deferred["sensitivity_peak"] > deferred["draw_peak"]
+    eager = _prepare(_role(tmp_path, device, CANCELLING, policy=None), "h1_native")
+    assert eager.figures["bytes"]["sensitivity_peak"] == 0  # measured at the draw: in its peak
+
+
+def test_asked_first_the_judge_wants_room_only_over_the_floor(tmp_path, device):
+    role = _role(tmp_path, device, CANCELLING)
+    case = _prepare(role, "h1_native")
+    truth = case.judged[0]
+    # Within the floor: judged at once, nothing to make room for.
+    within = _ask(role, case, truth.float(), over_floor="ask")
+    assert "sensitivity_wanted" not in within
+    assert within["outputs"][0]["budget"] == "floor"
+    # Over it: the floor's figures and a request for room, and no float64 run made yet.
+    over = truth.clone()
+    over.view(-1)[5] += 2 * float(_floor(truth).view(-1)[5])
+    asked = _ask(role, case, over.float(), over_floor="ask")
+    assert asked["sensitivity_wanted"] is True
+    assert asked["outputs"][0]["budget"] == "floor"
+    assert asked["outputs"][0]["measurement"]["figures"]["elements_over"] == 1
+    assert case.sensitivity == [reference.DEFERRED]
+    # Asked again with what was measured: judged by the full budget, as without asking.
+    again = _ask(role, case, over.float(), floor_checksums=asked["slot_checksums"])
+    assert "sensitivity_wanted" not in again
+    assert again["outputs"][0]["budget"] == "sensitivity measured for this output"
+    assert again["outputs"][0]["measurement"]["figures"]["elements_over"] == 0
+    assert again["slot_checksums"] == asked["slot_checksums"]
+    assert torch.is_tensor(case.sensitivity[0])
+
+
+def test_an_output_changed_while_room_was_made_is_not_measured_again(tmp_path, device):
+    # Garbage at the first reading, right by the second (a thread the candidate left running):
+    # the checksums differ, the runs are not made, and the harness keeps the first answer.
+    role = _role(tmp_path, device, CANCELLING)
+    case = _prepare(role, "h1_native")
+    truth = case.judged[0]
+    garbage = truth.clone()
+    garbage.view(-1)[:16] += 1e3
+    asked = _ask(role, case, garbage.float(), over_floor="ask")
+    assert asked["sensitivity_wanted"] is True
+    role.slot.as_list()[0].copy_(truth.float())
+    again = role.cmd_judge(
+        {
+            "id": case.figures["id"],
+            "passes": [{"index": 0, "spec": _spec(truth)}],
+            "floor_checksums": asked["slot_checksums"],
+        }
+    )
+    assert again["slot_checksums"] != asked["slot_checksums"]
+    assert case.sensitivity == [reference.DEFERRED]  # no runs spent on it

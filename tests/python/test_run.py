@@ -277,3 +277,88 @@ def test_bad_devices_spec_is_a_usage_error(tmp_path):
         text=True,
     )  # fmt: skip
     assert done.returncode == 2 and "--devices" in done.stderr
+
+
+# x @ w where the terms cancel (each output about 16, its terms about 1,600): the TF32 baseline
+# is within the floor of its budget, so the sensitivity is deferred; a bfloat16 product is far
+# over the floor, so judging it needs the sensitivity's float64 runs.
+CANCELLING_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, w):
+        return (x.double() @ w.double()).to(x.dtype)
+
+
+def get_inputs():
+    x = 100.0 + torch.randn(64, 256)
+    w = torch.randn(256, 32)
+    return [x, w - w.mean(dim=0, keepdim=True)]
+
+
+def get_init_inputs():
+    return []
+"""
+BFLOAT16_PRODUCT = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, w):
+        return (x.to(torch.bfloat16) @ w.to(torch.bfloat16)).to(x.dtype)
+"""
+
+
+@pytest.mark.e2e
+def test_room_for_a_deferred_sensitivity_is_made_only_for_a_candidate_over_the_floor(
+    tmp_path, cache_dir
+):
+    """Where evaluations share a device, the deferred sensitivity's runs are left out of what
+    every evaluation reserves (problem.reference.plan.sensitivity_bytes apart): the judge of a
+    candidate over the floor asks first (answered `sensitivity_wanted`), the evaluation makes
+    room in the ledger, and the judge measures it then. Same verdict as one evaluation at a
+    time, which never asks."""
+    problems = tmp_path / "problems" / "level1"
+    problems.mkdir(parents=True)
+    (problems / "1_Cancelling.py").write_text(CANCELLING_PROBLEM)
+    candidates = tmp_path / "cands" / "plain" / "level1"
+    candidates.mkdir(parents=True)
+    (candidates / "1_Cancelling.py").write_text(BFLOAT16_PRODUCT)
+    found = {}
+    for workers in ("1", "2"):
+        trace = tmp_path / f"calls-{workers}.jsonl"
+        db = tmp_path / f"{workers}.sqlite"
+        done = subprocess.run(
+            [kbv_binary(), "run", "--problems", str(problems.parent), "--candidates",
+             str(tmp_path / "cands"), "--db", str(db), "--cache-dir", str(cache_dir),
+             "--timeout", "20", *QUICK_RUN, "--workers-per-device", workers],
+            capture_output=True, text=True, timeout=600,
+            env={**os.environ, "KBV_TRACE_CALLS": str(trace)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        with sqlite3.connect(db) as con:
+            (text,) = con.execute("SELECT result_json FROM results").fetchone()
+        judges = [
+            json.loads(line)
+            for line in trace.read_text().splitlines()
+            if json.loads(line)["cmd"] == "judge"
+        ]
+        found[workers] = (json.loads(text), text, judges)
+    alone, alone_text, alone_judges = found["1"]
+    shared, shared_text, shared_judges = found["2"]
+    assert alone["verdict"] == shared["verdict"] == "incorrect", shared["reason"]
+    assert alone["reason"] == shared["reason"]
+    plan = shared["problem"]["reference"]["plan"]
+    assert plan["sensitivity_bytes"] > 0, plan
+    # One evaluation on the device: no ledger, nothing to ask.
+    assert not [j for j in alone_judges if j.get("detail", {}).get("sensitivity_wanted")]
+    # Shared: the first judge asks, the next one measures, and only once per evaluation.
+    asked = [
+        i for i, j in enumerate(shared_judges) if j.get("detail", {}).get("sensitivity_wanted")
+    ]
+    assert len(asked) == 1 and asked[0] + 1 < len(shared_judges), shared_judges
+    assert "sensitivity measured for this output" in shared_text
+    assert "sensitivity measured for this output" in alone_text
