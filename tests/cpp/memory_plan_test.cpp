@@ -62,7 +62,7 @@ TEST(MemoryPlan, ALargeElementwiseProblemReservesItsPeakAndLeavesRoomBesideIt) {
 TEST(MemoryPlan, ADeferredSensitivityIsReservedApartFromWhatEveryEvaluationNeeds) {
   // 19_ReLU under protocol 3: its TF32 baseline is within the floor, so the sensitivity's two
   // float64 runs are deferred, estimated at the truth run's peak, two float64 output-sized
-  // tensors and an output copy (71 GB). Counted in the draw's peak, they made the plan 97 GB,
+  // tensors and an output copy (64 GB). Counted in the draw's peak, they made the plan 90 GB,
   // over the ledger's 70: every large elementwise problem had the device alone, for runs only a
   // candidate over the floor makes. Apart, the problem runs beside others.
   auto f = h200(6.4 * GB + 12.8 * GB, 6.4 * GB, 4);
