@@ -213,6 +213,11 @@ class ReferenceRole:
         self._draw_peak_carried = 0  # the device peak of the draw in progress, before the
         self._forward_peak = 0  # TF32 forward's own peak was measured (both per draw)
         self._sensitivity_peak = 0  # a deferred sensitivity's estimated peak (per draw)
+        # Whether the evaluation's reservation covers the sensitivity's float64 runs (per
+        # request: `sensitivity_room`, false where the harness makes room only when they are
+        # needed); a judge that stopped for room, kept for its request sent again.
+        self._sensitivity_room = True
+        self._pending_judge: dict[str, Any] | None = None
         self._redraws_exact: bool | None = None  # a case drawn again is bit for bit the same
         self._initial_sums: dict[str, int] | None = None  # keyed checksums of the initial state
 
@@ -301,6 +306,10 @@ class ReferenceRole:
         takes over a session loaded ahead places it under its own reservation."""
         if self._model_on_host and cmd not in self._OFF_THE_MODEL:
             self.cmd_place_model({})
+        if cmd != "judge":
+            # A judge that stopped for room is sent again next or not at all (another
+            # candidate's judge of the same case must never meet its answer).
+            self._pending_judge = None
 
     def _shape_template(self) -> list:
         """The problem's inputs described without drawing them: on the meta device, where
@@ -362,7 +371,11 @@ class ReferenceRole:
     # -- cases --------------------------------------------------------------------------------
     def cmd_prepare_case(self, request: dict[str, Any]) -> dict[str, Any]:
         """Makes case `id` resident (drawn now, or kept from before and checked unchanged) and
-        answers its figures. `pin` keeps it resident until `unpin` or `end_candidate`."""
+        answers its figures. `pin` keeps it resident until `unpin` or `end_candidate`.
+        A draw whose sensitivity must be measured at once (its baseline over the floor, or a
+        draw that cannot be repeated) fails `sensitivity_room` where there is no room for it:
+        nothing is kept, and the harness sends the request again once it has made room."""
+        self._sensitivity_room = bool(request.get("sensitivity_room", True))
         case_id = request["id"]
         key = (
             request["family"],
@@ -450,11 +463,13 @@ class ReferenceRole:
 
         A pass over the floor whose sensitivity is deferred needs the sensitivity's float64 runs,
         which the evaluation's reservation need not cover (the memory plan leaves them out:
-        most candidates never need them). With `over_floor: "ask"` the judge stops there and
-        answers `sensitivity_wanted` with the floor's figures; the harness makes room and asks
-        again with `floor_checksums` (that answer's `slot_checksums`). Where the slot changed in
-        between, the first answer's figures stand (the harness compares the checksums), as the
-        floor's do for an output that changes while it is copied."""
+        most candidates never need them). Without room for them (`sensitivity_room: false`) the
+        judge keeps what it measured and fails `sensitivity_room`; the harness makes room and
+        sends the same request again. If the slot changed in between (a thread the candidate
+        left running), the answer is the one measured first, over the floor, as it is for an
+        output that changes while it is copied."""
+        self._sensitivity_room = bool(request.get("sensitivity_room", True))
+        pending, self._pending_judge = self._pending_judge, None
         if self.slot is None:
             raise WorkerError("internal_error", "judge before share_slot")
         timing = int(request["timing"]) if "timing" in request else None
@@ -496,12 +511,19 @@ class ReferenceRole:
         if mutated and block is case.inputs:
             case.dirty = True  # drawn again before anyone else uses it
         answer = {"outputs": figures, "inputs_mutated": mutated, "slot_checksums": sums}
-        if over_floor and request.get("over_floor") == "ask":
-            return answer | {"sensitivity_wanted": True}
-        if over_floor and request.get("floor_checksums", sums) != sums:
-            # Changed since the answer that asked for room: the harness keeps that answer's
-            # figures (CasePath::judge), so the runs would be spent on nothing.
-            return answer
+        asked = _judge_key(request)
+        if pending is not None and pending["request"] == asked:
+            # The request again, once room was made: a mutation seen the first time stands.
+            answer["inputs_mutated"] = _union(pending["answer"]["inputs_mutated"], mutated)
+            if pending["answer"]["slot_checksums"] != sums:
+                first = pending["answer"]
+                for f in first["outputs"]:
+                    if f.get("budget") == "floor" and _elements_over(f["measurement"]) > 0:
+                        f["budget"] = "floor: the output changed while it was judged"
+                return first | {"inputs_mutated": answer["inputs_mutated"]}
+        if over_floor and not self._sensitivity_room:
+            self._pending_judge = {"request": asked, "answer": answer}
+            self._require_room()
         if over_floor:
             self._judge_with_sensitivity(
                 case, judged, sensitivity, timing, outputs, passes, over_floor, figures, sums
@@ -569,8 +591,20 @@ class ReferenceRole:
         """The timing inputs are the inputs of cases `ids` (pinned meanwhile), run under the
         initial state both sides are timed with; their outputs under that state are computed
         and kept, so the outputs of timed calls can be judged too (T5, T6). A case drawn under
-        the initial state already has them (_timing_outputs)."""
+        the initial state already has them (_timing_outputs). Failing `sensitivity_room` (see
+        cmd_prepare_case), it lets go of what it pinned: the request comes again."""
         assert self.model is not None
+        self._sensitivity_room = bool(request.get("sensitivity_room", True))
+        pinned: list[Case] = []
+        try:
+            return self._prepare_timing_sets(request, pinned)
+        except WorkerError as error:
+            if error.kind == "sensitivity_room":
+                for case in pinned:
+                    case.pins = max(0, case.pins - 1)
+            raise
+
+    def _prepare_timing_sets(self, request: dict[str, Any], pinned: list) -> dict[str, Any]:
         self.timing_sets, self.timing_judged, self.timing_cases = [], [], []
         self.timing_sensitivity = []
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
@@ -578,6 +612,7 @@ class ReferenceRole:
         for i, case_id in enumerate(request["ids"]):
             case = self._resident(case_id)
             case.pins += 1
+            pinned.append(case)
             inputs = case.inputs.as_list()
             outputs = self._timing_outputs(case, inputs)
             self.timing_sets.append(inputs)
@@ -840,8 +875,8 @@ class ReferenceRole:
             "sensitivity": _sensitivity_bytes(case.sensitivity, case.judged),
             "draw_peak": max(_peak(self.device), self._draw_peak_carried),
             # A deferred sensitivity's runs were not part of this draw: their estimated peak
-            # (_run_variants), which the evaluation reserves only for a candidate over the
-            # floor (cmd_judge's `over_floor: "ask"`); 0 where nothing was deferred.
+            # (_run_variants), which an evaluation reserves only once a judge or a later draw
+            # needs them (`sensitivity_room`); 0 where nothing was deferred.
             "sensitivity_peak": self._sensitivity_peak,
             "forward_peak": self._forward_peak,
         }
@@ -938,6 +973,7 @@ class ReferenceRole:
         initial state), measured now from private draws of the case: one per perturbed run,
         each let go before its forward (its float64 copy is all the run needs), so the peak is
         the draw's own."""
+        self._require_room()
 
         def inputs_of_run():
             block, state = self._draw_again(case)
@@ -1189,6 +1225,7 @@ class ReferenceRole:
     def _sensitivity_now(self, inputs: list, truth: list[torch.Tensor], seed: int) -> list:
         """The sensitivity measured at the draw: from `inputs` as they are, under the state the
         model holds (the case's, loaded by _draw_case, before any candidate saw either)."""
+        self._require_room()
         state = params.state_tensors(self.model)
         return self._with_room(
             lambda: self._sensitivity(lambda: (inputs, state, lambda: None), truth, seed)
@@ -1292,6 +1329,16 @@ class ReferenceRole:
         return figures
 
     # -- the store ----------------------------------------------------------------------------
+    def _require_room(self) -> None:
+        """The sensitivity's float64 runs start only where the evaluation reserved memory for
+        them; else the harness is told to make room (WorkerExchange::reference)."""
+        if not self._sensitivity_room:
+            raise WorkerError(
+                "sensitivity_room",
+                "the sensitivity's float64 runs need device memory the evaluation has not "
+                "reserved yet",
+            )
+
     def _with_room(self, make):
         """`make()`, tried once more with every case not in use let go when the device ran out
         of memory (the cases kept for later candidates are only a cache). A second failure is
@@ -1585,6 +1632,15 @@ def _memory_now(device: torch.device) -> dict[str, int | str]:
 def _reset_peak(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+
+
+def _judge_key(request: dict[str, Any]) -> str:
+    """A judge request as sent, apart from whether it had room: the same request again."""
+    return json.dumps({k: v for k, v in request.items() if k != "sensitivity_room"}, sort_keys=True)
+
+
+def _union(first: list, second: list) -> list:
+    return list(first) + [x for x in second if x not in first]
 
 
 def _peak(device: torch.device) -> int:

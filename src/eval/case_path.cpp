@@ -111,34 +111,8 @@ CaseJudgement CasePath::judge(const json& c, const json& run, const std::string&
   } else {
     request["id"] = c["id"];
   }
-  const bool ask =
-      make_room_ && !room_made_ && !timing && session_.plan && session_.plan->sensitivity_bytes > 0;
-  if (ask) request["over_floor"] = "ask";
   auto answer = workers_.reference(worker_request(cmd::kJudge, request));
   require(answer, "judging a candidate's outputs");
-  if (ask && answer.result.value("sensitivity_wanted", false)) {
-    room_made_ = true;  // kept for the evaluation's later cases
-    make_room_();
-    request.erase("over_floor");
-    request["floor_checksums"] = answer.result["slot_checksums"];
-    auto again = workers_.reference(worker_request(cmd::kJudge, request));
-    require(again, "judging a candidate's outputs");
-    if (again.result.value("slot_checksums", json()) == answer.result["slot_checksums"]) {
-      // The first answer's input check stands too: a mutation seen then is not undone.
-      const json mutated = answer.result.value("inputs_mutated", json::array());
-      answer = std::move(again);
-      if (!mutated.empty()) answer.result["inputs_mutated"] = mutated;
-    } else {
-      // The outputs changed while room was made (a thread the candidate left running): the
-      // figures measured first stand, over the floor, as they would for an output that changes
-      // while it is copied.
-      for (auto& o : answer.result["outputs"]) {
-        if (o.value("budget", "") == "floor") {
-          o["budget"] = "floor: the output changed while it was judged";
-        }
-      }
-    }
-  }
   CaseJudgement out;
   out.outputs =
       judge::judge_outputs(plans, answer.result.value("outputs", json::array()), protocol_.policy);

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -73,13 +72,6 @@ class CasePath {
   // measurement: the plan says so, and only the inputs are checked.
   CaseJudgement judge(const nlohmann::json& c, const nlohmann::json& run, const std::string& token,
                       std::optional<int> timing = std::nullopt);
-  // How the evaluation makes room in the device's memory ledger for a deferred sensitivity's
-  // runs (the memory plan's sensitivity_bytes beside its working bytes; it may wait for other
-  // evaluations). Set where evaluations share the device: a case's judge then asks the reference
-  // first, and makes room only for a candidate over the floor. Unset, the runs go on within
-  // what is reserved (a timed output's judge too: it runs under the device's exclusive gate,
-  // where waiting for memory others hold while they wait for the gate would never end).
-  void on_sensitivity_wanted(std::function<void()> make_room) { make_room_ = std::move(make_room); }
 
   // The keyed checksums of what was judged on case `id`'s plain run (the determinism re-check
   // compares its repeat with them).
@@ -112,8 +104,6 @@ class CasePath {
   const std::filesystem::path& problem_;
   std::vector<std::string> timing_pins_;
   std::map<std::string, nlohmann::json> judged_;
-  std::function<void()> make_room_;
-  bool room_made_ = false;
 };
 
 }  // namespace kbv::eval

@@ -57,6 +57,8 @@ bool DeviceGate::held_exclusively() const {
   return writer_;
 }
 
+bool DeviceGate::held_by_this_thread() const { return held_exclusive == this; }
+
 void DeviceGate::lock_shared() {
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [this] { return !writer_ && writers_waiting_ == 0; });

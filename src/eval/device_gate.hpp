@@ -52,6 +52,8 @@ class DeviceGate {
   // For tests and progress lines.
   int shared_holders() const;
   bool held_exclusively() const;
+  // Whether the calling thread holds it exclusively (a timing run, an evaluation alone).
+  bool held_by_this_thread() const;
 
  private:
   void lock_shared();

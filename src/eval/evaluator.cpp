@@ -156,13 +156,17 @@ class Evaluation {
     WorkerExchange& workers = *exchange_;
     cases_.emplace(workers, session, protocol_, request_.problem);
     if (request_.placement.gate && request_.placement.evaluations_per_device > 1) {
-      // A deferred sensitivity's runs, reserved only for a candidate over the floor.
-      cases_->on_sensitivity_wanted([this, &workers, &session] {
-        if (!session.plan) return;
-        say("making room for the sensitivity of an output over the floor");
-        reserve_device_memory(workers, session,
-                              session.plan->working_bytes + session.plan->sensitivity_bytes);
-      });
+      // The sensitivity's float64 runs, left out of the plan's working bytes where the first
+      // draw deferred them: reserved when a draw or a judge needs them (docs/case-path.md).
+      workers.on_sensitivity_room(
+          [&session] {
+            return session.plan && !session.plan->alone && session.plan->sensitivity_bytes > 0;
+          },
+          [this, &workers, &session] {
+            say("making room for the sensitivity's float64 runs");
+            reserve_device_memory(workers, session,
+                                  session.plan->working_bytes + session.plan->sensitivity_bytes);
+          });
     }
     CandidateSide side{request_.problem,
                        workers,
@@ -464,27 +468,43 @@ class Evaluation {
     }
   }
 
-  // Reserves `bytes` of the device's memory ledger, or more than held so far (what was held
-  // goes back first, so the evaluation never waits on itself). A reservation of the whole
-  // ledger is the device's memory to this evaluation alone: recorded.
+  // Reserves `bytes` of the device's memory ledger, or more than held so far: the difference
+  // beside what is held where it fits now, else the whole anew (what was held goes back first,
+  // so the evaluation never waits on itself). A reservation of the whole ledger is the device's
+  // memory to this evaluation alone: recorded.
   void reserve_device_memory(WorkerExchange& workers, const ReferenceSession& session,
                              double bytes) {
     if (!request_.placement.gate || request_.placement.evaluations_per_device <= 1) return;
-    if (bytes <= 0 || (memory_.held() && memory_.bytes() >= bytes)) return;
     const double device_bytes =
         session.loaded.value("memory", json::object()).value("total_bytes", 0.0);
-    if (device_bytes <= 0) return;
+    if (bytes <= 0 || device_bytes <= 0) return;
+    MemoryLedger& ledger = request_.placement.gate->memory();
+    // (Granted reservations are clamped to the capacity: holding all of it is holding enough.)
+    const double capacity = ledger.capacity();
+    const double wanted = capacity > 0 ? std::min(bytes, capacity) : bytes;
+    if (memory_.held() && held_memory_bytes() >= wanted) return;
+    if (memory_.held() && !memory_more_.held()) {
+      if (auto more = ledger.try_reserve(wanted - memory_.bytes())) {
+        memory_more_ = std::move(*more);
+        return;
+      }
+    }
+    memory_more_.release();
     memory_.release();
     memory_ = workers.reserve_memory(bytes, device_bytes);
-    const double capacity = request_.placement.gate->memory().capacity();
-    if (memory_.held() && memory_.bytes() >= capacity && !alone_recorded_) {
+    const double sized = ledger.capacity();  // sized by the first reservation
+    if (memory_.held() && memory_.bytes() >= sized && !alone_recorded_) {
       alone_recorded_ = true;
       findings_.add("evaluated_alone", Severity::Info,
                     fmt::format("the problem may need {:.1f} GB of device memory at its peak, "
                                 "more than the {:.1f} GB the evaluations on the device may "
                                 "reserve together: evaluated with the device's memory to itself",
-                                bytes / 1e9, capacity / 1e9));
+                                bytes / 1e9, sized / 1e9));
     }
+  }
+
+  double held_memory_bytes() const {
+    return memory_.bytes() + (memory_more_.held() ? memory_more_.bytes() : 0.0);
   }
 
   // Draws the reference replaced (a family whose reference output was non-finite): reported.
@@ -603,6 +623,7 @@ class Evaluation {
     auto* slot = request_.placement.reference;
     if (slot && slot->session && discard_session) slot->session.reset();
     lease_.session = nullptr;
+    memory_more_.release();
     memory_.release();
   }
 
@@ -612,7 +633,8 @@ class Evaluation {
   std::shared_ptr<CandidateWorker> worker_;
   std::optional<WorkerExchange> exchange_;
   std::optional<CasePath> cases_;
-  MemoryLedger::Reservation memory_;  // device memory for its peak (memory plan)
+  MemoryLedger::Reservation memory_;       // device memory for its peak (memory plan)
+  MemoryLedger::Reservation memory_more_;  // grown beside it where that fitted at once
   bool alone_recorded_ = false;
   judge::Findings findings_;
   judge::CallJudge call_judge_;

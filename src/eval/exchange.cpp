@@ -29,11 +29,24 @@ MemoryLedger::Reservation WorkerExchange::reserve_memory(double bytes, double de
 }
 
 Response WorkerExchange::reference(const json& request) {
-  auto hold = enter_gate(false);
-  auto t = Clock::now();
-  auto response = session_.worker->call(request, reference_timeout(limits_));
-  reference_s_ += seconds_since(t);
-  return response;
+  auto call = [this](const json& sent) {
+    auto hold = enter_gate(false);
+    auto t = Clock::now();
+    auto response = session_.worker->call(sent, reference_timeout(limits_));
+    reference_s_ += seconds_since(t);
+    return response;
+  };
+  const bool ask = make_room_ && !room_made_ && !(gate_ && gate_->held_by_this_thread()) &&
+                   room_wanted_ && room_wanted_();
+  if (!ask) return call(request);
+  json sent = request;
+  sent["sensitivity_room"] = false;
+  auto response = call(sent);
+  if (response.ok() || response.error_kind != "sensitivity_room") return response;
+  // Outside the gate: the wait for memory is not a device call.
+  room_made_ = true;
+  make_room_();
+  return call(request);
 }
 
 ReferenceCall WorkerExchange::reference_call() {

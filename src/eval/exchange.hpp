@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -26,8 +27,20 @@ class WorkerExchange {
   void set_stage(std::string stage) { stage_ = std::move(stage); }
   const std::string& stage() const { return stage_; }
 
-  // One exchange with the reference worker, under its (long) timeout.
+  // One exchange with the reference worker, under its (long) timeout. Where room for the
+  // sensitivity's float64 runs is made on demand (on_sensitivity_room), the request says
+  // whether it is there; a reference that needs it answers `sensitivity_room`, and the request
+  // is sent again once the evaluation has made room (never while this thread holds the device
+  // exclusively: others wait for the gate holding the memory it would wait for).
   orchestrate::Response reference(const nlohmann::json& request);
+  // `wanted`: whether the evaluation's reservation leaves the runs out (asked before each
+  // request); `make`: grow it (may wait for other evaluations). Once made, for the rest of the
+  // evaluation.
+  void on_sensitivity_room(std::function<bool()> wanted, std::function<void()> make) {
+    room_wanted_ = std::move(wanted);
+    make_room_ = std::move(make);
+  }
+  bool sensitivity_room_made() const { return room_made_; }
   ReferenceCall reference_call();
   // One exchange with the candidate's worker (call_timeout unless given), with the descriptors
   // it is to use.
@@ -69,6 +82,9 @@ class WorkerExchange {
   double reference_s_ = 0, candidate_s_ = 0;
   std::map<std::string, double> gate_wait_;
   int candidate_answers_ = 0;
+  std::function<bool()> room_wanted_;
+  std::function<void()> make_room_;
+  bool room_made_ = false;
 };
 
 }  // namespace kbv::eval

@@ -61,8 +61,8 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
     plan.fits += fmt::format("; {:.0f} GiB of the device reserved", plan.working_bytes / gib);
   }
   if (f.device && evaluations > 1 && plan.sensitivity_bytes >= gib) {
-    plan.fits +=
-        fmt::format(" (+{:.0f} GiB for a candidate over the floor)", plan.sensitivity_bytes / gib);
+    plan.fits += fmt::format(" (+{:.0f} GiB for the sensitivity's runs, when needed)",
+                             plan.sensitivity_bytes / gib);
   }
   return plan;
 }

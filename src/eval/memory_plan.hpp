@@ -37,8 +37,9 @@ struct MemoryPlan {
   // What one evaluation may hold on the device at its peak: reserved in the device's memory
   // ledger (eval/memory_ledger.hpp) when others share the device.
   double working_bytes = 0;
-  // What a deferred sensitivity's runs add to it: reserved by an evaluation only once its
-  // candidate is over the floor (CasePath::judge), not by every evaluation of the problem.
+  // What the sensitivity's runs, deferred by the first draw, add to it: reserved by an
+  // evaluation only once a judge (a candidate over the floor) or a later draw (a baseline over
+  // the floor) needs them (WorkerExchange::reference), not by every evaluation of the problem.
   double sensitivity_bytes = 0;
   bool alone = false;  // that is more than the ledger's capacity: the device's memory to itself
   std::string fits;    // how it fits, in words (the audit's "fits" column)

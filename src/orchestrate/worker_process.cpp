@@ -338,8 +338,8 @@ Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
     if (r.ok() && r.result.is_object()) {
       detail = r.result.value("cached", false) ? nlohmann::json{{"cached", true}}
                                                : r.result.value("draw_phases_s", nlohmann::json());
-      // A judge that stopped to ask for room for a deferred sensitivity (CasePath::judge).
-      if (r.result.value("sensitivity_wanted", false)) detail = {{"sensitivity_wanted", true}};
+    } else if (r.status == Response::Status::Error) {
+      detail = {{"error", r.error_kind}};
     }
     trace_call(to_string(options_.role), pid_, traced_command_, traced_sent_,
                std::chrono::duration<double>(Clock::now() - traced_sent_steady_).count(),

@@ -85,6 +85,20 @@ TEST(DeviceGate, TimingRunsOwnCallsPassThrough) {
   EXPECT_EQ(gate.shared_holders(), 1);
 }
 
+TEST(DeviceGate, OnlyTheHoldingThreadHoldsItItself) {
+  // An evaluation never waits for memory while it holds the device exclusively
+  // (WorkerExchange::reference): others wait for the gate holding what it would wait for.
+  DeviceGate gate;
+  EXPECT_FALSE(gate.held_by_this_thread());
+  auto exclusive = gate.exclusive();
+  EXPECT_TRUE(gate.held_by_this_thread());
+  bool elsewhere = true;
+  std::thread([&] { elsewhere = gate.held_by_this_thread(); }).join();
+  EXPECT_FALSE(elsewhere);
+  exclusive.release();
+  EXPECT_FALSE(gate.held_by_this_thread());
+}
+
 TEST(DeviceGate, OneTimingRunAtATime) {
   DeviceGate gate;
   std::atomic<int> inside{0}, most{0};

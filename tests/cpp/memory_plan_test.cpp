@@ -64,7 +64,8 @@ TEST(MemoryPlan, ADeferredSensitivityIsReservedApartFromWhatEveryEvaluationNeeds
   // float64 runs are deferred, estimated at the truth run's peak, two float64 output-sized
   // tensors and an output copy (64 GB). Counted in the draw's peak, they made the plan 90 GB,
   // over the ledger's 70: every large elementwise problem had the device alone, for runs only a
-  // candidate over the floor makes. Apart, the problem runs beside others.
+  // candidate over the floor (or a later draw whose baseline is) needs. Apart, the problem runs
+  // beside others.
   auto f = h200(6.4 * GB + 12.8 * GB, 6.4 * GB, 4);
   f.draw_peak_bytes = 32.4 * GB;
   f.sensitivity_peak_bytes = 32.4 * GB + 2 * 12.8 * GB + 6.4 * GB;
@@ -73,7 +74,7 @@ TEST(MemoryPlan, ADeferredSensitivityIsReservedApartFromWhatEveryEvaluationNeeds
   EXPECT_DOUBLE_EQ(plan.working_bytes, 32.4 * GB + 19.2 * GB + 6.4 * GB);
   EXPECT_DOUBLE_EQ(plan.sensitivity_bytes, 32.0 * GB);
   EXPECT_GT(plan.working_bytes + plan.sensitivity_bytes, 141 * GB * kReservableShare);
-  EXPECT_NE(plan.fits.find("(+30 GiB for a candidate over the floor)"), std::string::npos)
+  EXPECT_NE(plan.fits.find("(+30 GiB for the sensitivity's runs, when needed)"), std::string::npos)
       << plan.fits;
   EXPECT_EQ(plan.to_json()["sensitivity_bytes"].get<double>(), 32.0 * GB);
   // Nothing deferred (or a peak the draw already passed): nothing apart.

@@ -521,66 +521,111 @@ def _ask(role, case: reference.Case, output: torch.Tensor, **request) -> dict:
     """The judge's whole answer for `output` in the slot, with extra request fields."""
     role.cmd_share_slot({"outputs": [{"shape": list(output.shape), "dtype": "float32"}]})
     role.slot.as_list()[0].copy_(output)
-    spec = _spec(case.judged[0])
-    return role.cmd_judge(
-        {"id": case.figures["id"], "passes": [{"index": 0, "spec": spec}]} | request
-    )
+    return role.cmd_judge(_judge_request(case) | request)
+
+
+def _judge_request(case: reference.Case) -> dict:
+    return {"id": case.figures["id"], "passes": [{"index": 0, "spec": _spec(case.judged[0])}]}
+
+
+def _no_room(call, request: dict):
+    with pytest.raises(reference.WorkerError) as raised:
+        call(request | {"sensitivity_room": False})
+    assert raised.value.kind == "sensitivity_room"
 
 
 def test_the_draw_reports_the_deferred_runs_peak_apart_from_its_own(tmp_path, device):
     # The memory plan reserves the draw's peak for every evaluation, and the deferred runs'
-    # estimated peak only for a candidate over the floor (CasePath::judge).
+    # estimated peak only when they are needed (WorkerExchange::reference). (On the CPU the
+    # device peaks read 0: the GPU twin is the one that compares two measured peaks.)
     role = _role(tmp_path, device, CANCELLING)
     deferred = _prepare(role, "h1_native").figures["bytes"]
     truth_bytes = 8 * 64 * 32  # float64 [64, 32]
     assert deferred["sensitivity_peak"] >= 2 * truth_bytes
     assert deferred["sensitivity_peak"] > deferred["draw_peak"]
+    # Nothing deferred (no policy to defer by): nothing apart, the draw's peak is all.
     eager = _prepare(_role(tmp_path, device, CANCELLING, policy=None), "h1_native")
-    assert eager.figures["bytes"]["sensitivity_peak"] == 0  # measured at the draw: in its peak
+    assert eager.figures["bytes"]["sensitivity_peak"] == 0
 
 
-def test_asked_first_the_judge_wants_room_only_over_the_floor(tmp_path, device):
+def test_without_room_a_judge_stops_before_the_runs_and_measures_when_sent_again(tmp_path, device):
     role = _role(tmp_path, device, CANCELLING)
     case = _prepare(role, "h1_native")
     truth = case.judged[0]
-    # Within the floor: judged at once, nothing to make room for.
-    within = _ask(role, case, truth.float(), over_floor="ask")
-    assert "sensitivity_wanted" not in within
+    # Within the floor: judged at once, room or not.
+    within = _ask(role, case, truth.float(), sensitivity_room=False)
     assert within["outputs"][0]["budget"] == "floor"
-    # Over it: the floor's figures and a request for room, and no float64 run made yet.
+    # Over it: no float64 run is made without room.
     over = truth.clone()
     over.view(-1)[5] += 2 * float(_floor(truth).view(-1)[5])
-    asked = _ask(role, case, over.float(), over_floor="ask")
-    assert asked["sensitivity_wanted"] is True
-    assert asked["outputs"][0]["budget"] == "floor"
-    assert asked["outputs"][0]["measurement"]["figures"]["elements_over"] == 1
+    role.slot.as_list()[0].copy_(over.float())
+    _no_room(role.cmd_judge, _judge_request(case))
     assert case.sensitivity == [reference.DEFERRED]
-    # Asked again with what was measured: judged by the full budget, as without asking.
-    again = _ask(role, case, over.float(), floor_checksums=asked["slot_checksums"])
-    assert "sensitivity_wanted" not in again
+    # The same request once room was made: judged by the full budget, as if never stopped.
+    again = role.cmd_judge(_judge_request(case))
     assert again["outputs"][0]["budget"] == "sensitivity measured for this output"
     assert again["outputs"][0]["measurement"]["figures"]["elements_over"] == 0
-    assert again["slot_checksums"] == asked["slot_checksums"]
     assert torch.is_tensor(case.sensitivity[0])
 
 
-def test_an_output_changed_while_room_was_made_is_not_measured_again(tmp_path, device):
-    # Garbage at the first reading, right by the second (a thread the candidate left running):
-    # the checksums differ, the runs are not made, and the harness keeps the first answer.
+@pytest.mark.parametrize("later", ["right", "other_garbage"])
+def test_an_output_changed_while_room_was_made_keeps_its_first_measure(tmp_path, device, later):
+    # Garbage at the first reading; by the request sent again (after the harness waited for
+    # memory), the right values, or other garbage (a thread the candidate left running): the
+    # first measure stands, over the floor, and no run is made for it.
     role = _role(tmp_path, device, CANCELLING)
     case = _prepare(role, "h1_native")
     truth = case.judged[0]
     garbage = truth.clone()
     garbage.view(-1)[:16] += 1e3
-    asked = _ask(role, case, garbage.float(), over_floor="ask")
-    assert asked["sensitivity_wanted"] is True
+    role.cmd_share_slot({"outputs": [{"shape": list(truth.shape), "dtype": "float32"}]})
+    role.slot.as_list()[0].copy_(garbage.float())
+    _no_room(role.cmd_judge, _judge_request(case))
+    replacement = truth.clone()
+    if later == "other_garbage":
+        replacement.view(-1)[100:101] += 1e3
+    role.slot.as_list()[0].copy_(replacement.float())
+    again = role.cmd_judge(_judge_request(case))
+    judged = again["outputs"][0]
+    assert judged["budget"] == "floor: the output changed while it was judged"
+    assert judged["measurement"]["figures"]["elements_over"] >= 16
+    assert case.sensitivity == [reference.DEFERRED]
+    # Anything else sent in between (another candidate's turn) ends what was kept.
+    role.slot.as_list()[0].copy_(garbage.float())
+    _no_room(role.cmd_judge, _judge_request(case))
+    role.before_command("share_slot")
     role.slot.as_list()[0].copy_(truth.float())
-    again = role.cmd_judge(
-        {
-            "id": case.figures["id"],
-            "passes": [{"index": 0, "spec": _spec(truth)}],
-            "floor_checksums": asked["slot_checksums"],
-        }
+    assert role.cmd_judge(_judge_request(case))["outputs"][0]["budget"] == "floor"
+
+
+def test_without_room_a_draw_measured_at_once_keeps_nothing(tmp_path, device):
+    # A forward that changes its inputs cannot be drawn again, so its sensitivity is measured at
+    # the draw; without room the draw stops, keeps nothing, and is made when sent again.
+    role = _role(tmp_path, device, IN_PLACE)
+    request = {
+        "id": "h1_native-0",
+        "family": "h1_native",
+        "draw": 0,
+        "redraw": [],
+        "secret": SECRET,
+    }
+    _no_room(role.cmd_prepare_case, request)
+    assert "h1_native-0" not in role.cases
+    role.cmd_prepare_case(request)
+    assert role.cases["h1_native-0"].figures["sensitivity"] == "measured"
+
+
+def test_without_room_timing_sets_let_go_of_what_they_pinned(tmp_path, device):
+    role = _role(tmp_path, device, WITH_STATE)
+    names = list(role.initial_state)
+    role.cmd_prepare_case(
+        {"id": "h2-0", "family": "h2_mixed_sign", "draw": 0, "redraw": names, "secret": SECRET}
     )
-    assert again["slot_checksums"] != asked["slot_checksums"]
-    assert case.sensitivity == [reference.DEFERRED]  # no runs spent on it
+    case = role.cases["h2-0"]
+    # Its timing set runs under the initial state, not the case's: computed, and its
+    # sensitivity with it where the case's recipe cannot be trusted to draw it again.
+    case.recipe = {}
+    _no_room(role.cmd_prepare_timing_sets, {"ids": ["h2-0"]})
+    assert case.pins == 0
+    role.cmd_prepare_timing_sets({"ids": ["h2-0"]})
+    assert case.pins == 1

@@ -313,14 +313,12 @@ class ModelNew(nn.Module):
 
 
 @pytest.mark.e2e
-def test_room_for_a_deferred_sensitivity_is_made_only_for_a_candidate_over_the_floor(
-    tmp_path, cache_dir
-):
+def test_room_for_a_deferred_sensitivity_is_made_only_when_the_runs_are_needed(tmp_path, cache_dir):
     """Where evaluations share a device, the deferred sensitivity's runs are left out of what
-    every evaluation reserves (problem.reference.plan.sensitivity_bytes apart): the judge of a
-    candidate over the floor asks first (answered `sensitivity_wanted`), the evaluation makes
-    room in the ledger, and the judge measures it then. Same verdict as one evaluation at a
-    time, which never asks."""
+    every evaluation reserves (problem.reference.plan.sensitivity_bytes apart). The reference
+    is told so with each request; the judge of a candidate over the floor stops before the runs
+    (`sensitivity_room`), the evaluation makes room in the ledger, and the same request then
+    measures them. Same verdict as one evaluation at a time, which never stops."""
     problems = tmp_path / "problems" / "level1"
     problems.mkdir(parents=True)
     (problems / "1_Cancelling.py").write_text(CANCELLING_PROBLEM)
@@ -341,24 +339,23 @@ def test_room_for_a_deferred_sensitivity_is_made_only_for_a_candidate_over_the_f
         assert done.returncode == 0, done.stderr
         with sqlite3.connect(db) as con:
             (text,) = con.execute("SELECT result_json FROM results").fetchone()
-        judges = [
-            json.loads(line)
-            for line in trace.read_text().splitlines()
-            if json.loads(line)["cmd"] == "judge"
-        ]
-        found[workers] = (json.loads(text), text, judges)
-    alone, alone_text, alone_judges = found["1"]
-    shared, shared_text, shared_judges = found["2"]
+        calls = [json.loads(line) for line in trace.read_text().splitlines()]
+        found[workers] = (json.loads(text), text, [c for c in calls if c["role"] == "reference"])
+    alone, alone_text, alone_calls = found["1"]
+    shared, shared_text, shared_calls = found["2"]
     assert alone["verdict"] == shared["verdict"] == "incorrect", shared["reason"]
     assert alone["reason"] == shared["reason"]
     plan = shared["problem"]["reference"]["plan"]
     assert plan["sensitivity_bytes"] > 0, plan
-    # One evaluation on the device: no ledger, nothing to ask.
-    assert not [j for j in alone_judges if j.get("detail", {}).get("sensitivity_wanted")]
-    # Shared: the first judge asks, the next one measures, and only once per evaluation.
-    asked = [
-        i for i, j in enumerate(shared_judges) if j.get("detail", {}).get("sensitivity_wanted")
-    ]
-    assert len(asked) == 1 and asked[0] + 1 < len(shared_judges), shared_judges
+
+    def stopped(calls):
+        return [i for i, c in enumerate(calls) if c.get("detail") == {"error": "sensitivity_room"}]
+
+    # One evaluation on the device: no ledger, never stopped.
+    assert not stopped(alone_calls)
+    # Shared: the bfloat16 product's first judge stops once, and the same command follows.
+    (at,) = stopped(shared_calls)
+    assert shared_calls[at]["cmd"] == "judge"
+    assert shared_calls[at + 1]["cmd"] == "judge" and shared_calls[at + 1]["status"] == "ok"
     assert "sensitivity measured for this output" in shared_text
     assert "sensitivity measured for this output" in alone_text
