@@ -41,14 +41,14 @@ timeout $(limit ${GRPO_S:-420}) python3 bench/serve_grpo.py --device cuda --samp
 say "GRPO rc=$? in $(( $(date +%s) - t )) s"
 
 t=$(date +%s)
-OUT=$S/zoo-cuda ZOO_ONLY='^(hacks|honest)/cuda/' ZOO_PHASE1_S=$(limit 300) ZOO_PHASE2_S=120 \
-  timeout $(limit 440) bench/gpu_zoo.sh > $S/zoo-cuda.txt 2>&1
-say "zoo (CUDA files) rc=$? in $(( $(date +%s) - t )) s: $(grep -iE 'detect|false' $S/zoo-cuda/zoo_table.md 2>/dev/null | tr '\n' ' ')"
-
-t=$(date +%s)
 timeout $(limit ${FLIPS_S:-360}) python3 bench/flip_count.py --runs 10 --device cuda \
   --out $S/flips-cuda --only 'honest/|candidates/' --jobs 8 > $S/flips.txt 2>&1
 say "flip count rc=$? in $(( $(date +%s) - t )) s: $(wc -l < $S/flips-cuda/runs.jsonl) evaluations; $(tail -3 $S/flips.txt | head -1)"
+
+t=$(date +%s)
+OUT=$S/zoo-cuda ZOO_ONLY='^(hacks|honest)/cuda/' ZOO_PHASE1_S=$(limit 300) ZOO_PHASE2_S=120 \
+  timeout $(limit 440) bench/gpu_zoo.sh > $S/zoo-cuda.txt 2>&1
+say "zoo (CUDA files) rc=$? in $(( $(date +%s) - t )) s: $(grep -iE 'detect|false' $S/zoo-cuda/zoo_table.md 2>/dev/null | tr '\n' ' ')"
 
 if [ "$(left)" -gt 120 ]; then
   t=$(date +%s)
