@@ -917,6 +917,7 @@ class ReferenceRole:
         case.sensitivity = self._sensitivity_now(
             case.inputs.as_list(), case.judged, case.sensitivity_seed
         )
+        self._sensitivity_peak = 0  # measured: in the draw's own peak, nothing deferred
         phases["sensitivity"] = phases.get("sensitivity", 0.0) + time.monotonic() - mark
 
     def _drawn_state(self, family: str, draw: int, redraw_names: set, secret: str):
@@ -1634,9 +1635,13 @@ def _reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
+_JUDGED = ("id", "timing", "token", "passes")
+
+
 def _judge_key(request: dict[str, Any]) -> str:
-    """A judge request as sent, apart from whether it had room: the same request again."""
-    return json.dumps({k: v for k, v in request.items() if k != "sensitivity_room"}, sort_keys=True)
+    """What a judge request judges (not its sequence number, nor whether it had room): the same
+    request sent again once room was made has the same key."""
+    return json.dumps({k: request.get(k) for k in _JUDGED}, sort_keys=True)
 
 
 def _union(first: list, second: list) -> list:

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <vector>
 
 #include "core/clock.hpp"
 #include "core/hash.hpp"
@@ -483,17 +484,17 @@ class Evaluation {
     const double capacity = ledger.capacity();
     const double wanted = capacity > 0 ? std::min(bytes, capacity) : bytes;
     if (memory_.held() && held_memory_bytes() >= wanted) return;
-    if (memory_.held() && !memory_more_.held()) {
-      if (auto more = ledger.try_reserve(wanted - memory_.bytes())) {
-        memory_more_ = std::move(*more);
-        return;
-      }
+    std::optional<MemoryLedger::Reservation> more;
+    if (memory_.held()) more = ledger.try_reserve(wanted - held_memory_bytes());
+    if (more) {
+      memory_more_.push_back(std::move(*more));
+    } else {
+      memory_more_.clear();
+      memory_.release();
+      memory_ = workers.reserve_memory(bytes, device_bytes);
     }
-    memory_more_.release();
-    memory_.release();
-    memory_ = workers.reserve_memory(bytes, device_bytes);
     const double sized = ledger.capacity();  // sized by the first reservation
-    if (memory_.held() && memory_.bytes() >= sized && !alone_recorded_) {
+    if (memory_.held() && held_memory_bytes() >= sized && !alone_recorded_) {
       alone_recorded_ = true;
       findings_.add("evaluated_alone", Severity::Info,
                     fmt::format("the problem may need {:.1f} GB of device memory at its peak, "
@@ -504,7 +505,9 @@ class Evaluation {
   }
 
   double held_memory_bytes() const {
-    return memory_.bytes() + (memory_more_.held() ? memory_more_.bytes() : 0.0);
+    double held = memory_.held() ? memory_.bytes() : 0.0;
+    for (const auto& more : memory_more_) held += more.bytes();
+    return held;
   }
 
   // Draws the reference replaced (a family whose reference output was non-finite): reported.
@@ -623,7 +626,7 @@ class Evaluation {
     auto* slot = request_.placement.reference;
     if (slot && slot->session && discard_session) slot->session.reset();
     lease_.session = nullptr;
-    memory_more_.release();
+    memory_more_.clear();
     memory_.release();
   }
 
@@ -633,8 +636,9 @@ class Evaluation {
   std::shared_ptr<CandidateWorker> worker_;
   std::optional<WorkerExchange> exchange_;
   std::optional<CasePath> cases_;
-  MemoryLedger::Reservation memory_;       // device memory for its peak (memory plan)
-  MemoryLedger::Reservation memory_more_;  // grown beside it where that fitted at once
+  MemoryLedger::Reservation memory_;  // device memory for its peak (memory plan)
+  // grown beside it where that fitted at once
+  std::vector<MemoryLedger::Reservation> memory_more_;
   bool alone_recorded_ = false;
   judge::Findings findings_;
   judge::CallJudge call_judge_;

@@ -193,8 +193,10 @@ void draw_session_cases(ReferenceSession& session, const Protocol& protocol, con
   // case, so a timing run of another evaluation on the device waits for one draw, not all.
   // Ahead of the evaluation, also only as far as the kept cases and the next draw's peak stay
   // within what the session reserved.
+  // (A later draw may measure the sensitivity the first deferred: its estimated peak counts.)
+  const double next_draw_peak = std::max(first.draw_peak_bytes, first.sensitivity_peak_bytes);
   for (size_t i = 1; i < cases.size() && static_cast<int>(i) < session.plan->cached_cases; ++i) {
-    if (static_cast<double>(i) * first.case_bytes + first.draw_peak_bytes > ahead_bytes) break;
+    if (static_cast<double>(i) * first.case_bytes + next_draw_peak > ahead_bytes) break;
     ensure_case(session, cases[i], problem, call, /*pin=*/false);
   }
 }

@@ -524,13 +524,15 @@ def _ask(role, case: reference.Case, output: torch.Tensor, **request) -> dict:
     return role.cmd_judge(_judge_request(case) | request)
 
 
-def _judge_request(case: reference.Case) -> dict:
-    return {"id": case.figures["id"], "passes": [{"index": 0, "spec": _spec(case.judged[0])}]}
+def _judge_request(case: reference.Case, seq: int = 2) -> dict:
+    passes = [{"index": 0, "spec": _spec(case.judged[0])}]
+    return {"id": case.figures["id"], "passes": passes, "seq": seq}
 
 
 def _no_room(call, request: dict):
+    # (Each request the harness sends has its own sequence number, the one sent again too.)
     with pytest.raises(reference.WorkerError) as raised:
-        call(request | {"sensitivity_room": False})
+        call(request | {"sensitivity_room": False, "seq": 1})
     assert raised.value.kind == "sensitivity_room"
 
 
@@ -612,7 +614,9 @@ def test_without_room_a_draw_measured_at_once_keeps_nothing(tmp_path, device):
     _no_room(role.cmd_prepare_case, request)
     assert "h1_native-0" not in role.cases
     role.cmd_prepare_case(request)
-    assert role.cases["h1_native-0"].figures["sensitivity"] == "measured"
+    figures = role.cases["h1_native-0"].figures
+    assert figures["sensitivity"] == "measured"
+    assert figures["bytes"]["sensitivity_peak"] == 0  # nothing left for later: no room to ask
 
 
 def test_without_room_timing_sets_let_go_of_what_they_pinned(tmp_path, device):
