@@ -519,7 +519,7 @@ class ReferenceRole:
                 first = pending["answer"]
                 for f in first["outputs"]:
                     if f.get("budget") == "floor" and _elements_over(f["measurement"]) > 0:
-                        f["budget"] = "floor: the output changed while it was judged"
+                        f["budget"] = _CHANGED_WHILE_JUDGED
                 return first | {"inputs_mutated": answer["inputs_mutated"]}
         if over_floor and not self._sensitivity_room:
             self._pending_judge = {"request": asked, "answer": answer}
@@ -543,7 +543,7 @@ class ReferenceRole:
             index = int(passes[n]["index"])
             copy_ = self._with_room(lambda index=index: outputs[index].clone())
             if self._checksum(copy_) != sums[n]:
-                figures[n]["budget"] = "floor: the output changed while it was judged"
+                figures[n]["budget"] = _CHANGED_WHILE_JUDGED
                 continue
             copies[n] = copy_
         del copy_
@@ -1636,6 +1636,8 @@ def _reset_peak(device: torch.device) -> None:
 
 
 _JUDGED = ("id", "timing", "token", "passes")
+# An output whose bytes changed between its measure and what the sensitivity would judge.
+_CHANGED_WHILE_JUDGED = "floor: the output changed while it was judged"
 
 
 def _judge_key(request: dict[str, Any]) -> str:

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import pytest
 import torch  # before kbv_native: the module must share torch's CUDA runtime
-from conftest import close_reference_role, import_native_or_skip_module, reference_role
+from conftest import (
+    CANCELLING_MATMUL,
+    close_reference_role,
+    import_native_or_skip_module,
+    reference_role,
+)
 
 kn = import_native_or_skip_module()
 
@@ -37,32 +42,6 @@ POLICY = {  # check::Policy for `verified` (version 3)
 }
 SECRET = "deferred-sensitivity-test-secret"
 
-# x @ w where the native inputs cancel: x has an offset of 100 and every column of w sums to 0,
-# so each output (about 16) is far smaller than its terms (about 1,600): the sensitivity opens
-# the budget far beyond the floor. The product is taken in float64 so that the reference is
-# within the floor on a GPU too (TF32 would not be: 2^-11 of 1,600 is over 1% of 16).
-CANCELLING = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x, w):
-        return (x.double() @ w.double()).to(x.dtype)
-
-
-def get_inputs():
-    x = 100.0 + torch.randn(64, 256)
-    w = torch.randn(256, 32)
-    return [x, w - w.mean(dim=0, keepdim=True)]
-
-
-def get_init_inputs():
-    return []
-"""
 
 # Parameters redrawn per case (h2_mixed_sign): drawing case B leaves B's state in the model, so
 # a private draw of case A must follow the construction's moments, not what the model holds.
@@ -152,7 +131,7 @@ def _floor(truth: torch.Tensor) -> torch.Tensor:
 
 
 def test_a_baseline_within_the_floor_defers_and_the_floor_judges_what_it_can(tmp_path, device):
-    role = _role(tmp_path, device, CANCELLING)
+    role = _role(tmp_path, device, CANCELLING_MATMUL)
     case = _prepare(role, "h1_native")
     assert case.sensitivity == [reference.DEFERRED]
     assert case.figures["sensitivity"] == "deferred"
@@ -166,7 +145,7 @@ def test_a_baseline_within_the_floor_defers_and_the_floor_judges_what_it_can(tmp
 
 
 def test_over_the_floor_the_sensitivity_is_measured_then_and_equals_the_eager_one(tmp_path, device):
-    role = _role(tmp_path, device, CANCELLING)
+    role = _role(tmp_path, device, CANCELLING_MATMUL)
     case = _prepare(role, "h1_native")
     truth = case.judged[0]
     floor = _floor(truth)
@@ -183,7 +162,7 @@ def test_over_the_floor_the_sensitivity_is_measured_then_and_equals_the_eager_on
 
     # The same case drawn by a role that measures at the draw (no policy: nothing to defer
     # on): the same sensitivity, bit for bit, from the same secret.
-    eager_role = _role(tmp_path, device, CANCELLING, policy=None)
+    eager_role = _role(tmp_path, device, CANCELLING_MATMUL, policy=None)
     eager = _prepare(eager_role, "h1_native")
     assert eager.figures["sensitivity"] == "measured"
     assert torch.equal(eager.judged[0], truth)
@@ -199,7 +178,7 @@ def test_over_the_floor_the_sensitivity_is_measured_then_and_equals_the_eager_on
 
 
 def test_the_private_draw_ignores_what_a_candidate_wrote_into_the_shared_inputs(tmp_path, device):
-    role = _role(tmp_path, device, CANCELLING)
+    role = _role(tmp_path, device, CANCELLING_MATMUL)
     case = _prepare(role, "h1_native")
     truth = case.judged[0]
     x = case.inputs.as_list()[0]
@@ -211,7 +190,7 @@ def test_the_private_draw_ignores_what_a_candidate_wrote_into_the_shared_inputs(
     honest.view(-1)[5] += 2 * float(_floor(truth).view(-1)[5])
     judged = _judge(role, case, honest.float())
     assert judged["inputs_mutated"], "the write is still the candidate's inputs_mutated"
-    eager = _prepare(_role(tmp_path, device, CANCELLING, policy=None), "h1_native")
+    eager = _prepare(_role(tmp_path, device, CANCELLING_MATMUL, policy=None), "h1_native")
     assert torch.equal(case.sensitivity[0], eager.sensitivity[0])
     x.copy_(kept)
 
@@ -234,7 +213,7 @@ def test_a_case_drawn_again_after_another_has_the_same_state(tmp_path, device):
 
 
 def test_a_case_that_cannot_be_drawn_again_is_the_harness_s_error(tmp_path, device):
-    role = _role(tmp_path, device, CANCELLING)
+    role = _role(tmp_path, device, CANCELLING_MATMUL)
     case = _prepare(role, "h1_native")
     case.checksums = {key: value + 1 for key, value in case.checksums.items()}
     with pytest.raises(reference.WorkerError, match="not bit for bit") as error:
@@ -257,7 +236,7 @@ def test_an_output_that_changes_while_it_is_judged_keeps_the_floor_s_verdict(tmp
     # Over the floor at the judge's first reading, right by the time its copy is made (a thread
     # or stream the candidate left running finishing the work late): the copy does not match
     # what was measured and checksummed, so the floor's figures stand and it fails.
-    role = _role(tmp_path, device, CANCELLING)
+    role = _role(tmp_path, device, CANCELLING_MATMUL)
     case = _prepare(role, "h1_native")
     truth = case.judged[0]
     garbage = truth.clone()
@@ -464,7 +443,7 @@ def _count_forward_runs(role, monkeypatch) -> list:
 @pytest.mark.parametrize(
     "source, family",
     [
-        (CANCELLING, "h1_native"),  # no parameters: every case is under the initial state
+        (CANCELLING_MATMUL, "h1_native"),  # no parameters: every case is under the initial state
         (WITH_STATE, "native"),  # the native family keeps the initial state
         (WITH_STATE, "h1_native"),  # nothing named to redraw: the initial values, copied
     ],
@@ -540,18 +519,18 @@ def test_the_draw_reports_the_deferred_runs_peak_apart_from_its_own(tmp_path, de
     # The memory plan reserves the draw's peak for every evaluation, and the deferred runs'
     # estimated peak only when they are needed (WorkerExchange::reference). (On the CPU the
     # device peaks read 0: the GPU twin is the one that compares two measured peaks.)
-    role = _role(tmp_path, device, CANCELLING)
+    role = _role(tmp_path, device, CANCELLING_MATMUL)
     deferred = _prepare(role, "h1_native").figures["bytes"]
     truth_bytes = 8 * 64 * 32  # float64 [64, 32]
     assert deferred["sensitivity_peak"] >= 2 * truth_bytes
     assert deferred["sensitivity_peak"] > deferred["draw_peak"]
     # Nothing deferred (no policy to defer by): nothing apart, the draw's peak is all.
-    eager = _prepare(_role(tmp_path, device, CANCELLING, policy=None), "h1_native")
+    eager = _prepare(_role(tmp_path, device, CANCELLING_MATMUL, policy=None), "h1_native")
     assert eager.figures["bytes"]["sensitivity_peak"] == 0
 
 
 def test_without_room_a_judge_stops_before_the_runs_and_measures_when_sent_again(tmp_path, device):
-    role = _role(tmp_path, device, CANCELLING)
+    role = _role(tmp_path, device, CANCELLING_MATMUL)
     case = _prepare(role, "h1_native")
     truth = case.judged[0]
     # Within the floor: judged at once, room or not.
@@ -575,7 +554,7 @@ def test_an_output_changed_while_room_was_made_keeps_its_first_measure(tmp_path,
     # Garbage at the first reading; by the request sent again (after the harness waited for
     # memory), the right values, or other garbage (a thread the candidate left running): the
     # first measure stands, over the floor, and no run is made for it.
-    role = _role(tmp_path, device, CANCELLING)
+    role = _role(tmp_path, device, CANCELLING_MATMUL)
     case = _prepare(role, "h1_native")
     truth = case.judged[0]
     garbage = truth.clone()

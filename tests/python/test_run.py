@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import CPU_CANDIDATES, PROBLEMS, WRONG, kbv_binary
+from conftest import CANCELLING_MATMUL, CPU_CANDIDATES, PROBLEMS, WRONG, kbv_binary
 
 QUICK_RUN = ["--device", "cpu", "--draws", "1", "--samples", "2", "--rounds", "1", "-q"]
 
@@ -279,28 +279,8 @@ def test_bad_devices_spec_is_a_usage_error(tmp_path):
     assert done.returncode == 2 and "--devices" in done.stderr
 
 
-# x @ w where the terms cancel (each output about 16, its terms about 1,600): the TF32 baseline
-# is within the floor of its budget, so the sensitivity is deferred; a bfloat16 product is far
-# over the floor, so judging it needs the sensitivity's float64 runs.
-CANCELLING_PROBLEM = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x, w):
-        return (x.double() @ w.double()).to(x.dtype)
-
-
-def get_inputs():
-    x = 100.0 + torch.randn(64, 256)
-    w = torch.randn(256, 32)
-    return [x, w - w.mean(dim=0, keepdim=True)]
-
-
-def get_init_inputs():
-    return []
-"""
+# A bfloat16 product of the cancelling matmul (conftest.CANCELLING_MATMUL, whose sensitivity is
+# deferred) is far over the floor, so judging it needs the sensitivity's float64 runs.
 BFLOAT16_PRODUCT = """
 import torch
 import torch.nn as nn
@@ -321,7 +301,7 @@ def test_room_for_a_deferred_sensitivity_is_made_only_when_the_runs_are_needed(t
     measures them. Same verdict as one evaluation at a time, which never stops."""
     problems = tmp_path / "problems" / "level1"
     problems.mkdir(parents=True)
-    (problems / "1_Cancelling.py").write_text(CANCELLING_PROBLEM)
+    (problems / "1_Cancelling.py").write_text(CANCELLING_MATMUL)
     candidates = tmp_path / "cands" / "plain" / "level1"
     candidates.mkdir(parents=True)
     (candidates / "1_Cancelling.py").write_text(BFLOAT16_PRODUCT)
