@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 18's device work (session 17's plan, which never ran; the audit's sample gains four
+# Session 18's device work (session 17's plan, which never ran, moved here from
+# h200-2026-12-05-s17/; the audit's sample gains four
 # 6 GB elementwise problems, whose plans the sensitivity reserved apart changes, and 35_LSTM) as one plan that outlives the device calls: started detached
 # (setsid) by the first call, it runs the steps below one after another with their own time
 # limits, in /tmp/s18 (kept while the machine stays warm between calls); each call then runs
