@@ -36,8 +36,9 @@ Response WorkerExchange::reference(const json& request) {
     reference_s_ += seconds_since(t);
     return response;
   };
-  const bool ask = make_room_ && !room_made_ && !(gate_ && gate_->held_by_this_thread()) &&
-                   room_wanted_ && room_wanted_();
+  // (on_sensitivity_room sets both hooks together.)
+  const bool ask =
+      make_room_ && !room_made_ && !(gate_ && gate_->held_by_this_thread()) && room_wanted_();
   if (!ask) return call(request);
   json sent = request;
   sent["sensitivity_room"] = false;

@@ -40,7 +40,6 @@ class WorkerExchange {
     room_wanted_ = std::move(wanted);
     make_room_ = std::move(make);
   }
-  bool sensitivity_room_made() const { return room_made_; }
   ReferenceCall reference_call();
   // One exchange with the candidate's worker (call_timeout unless given), with the descriptors
   // it is to use.
