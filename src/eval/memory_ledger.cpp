@@ -6,40 +6,71 @@
 namespace kbv::eval {
 
 MemoryLedger::Reservation::Reservation(Reservation&& other) noexcept
-    : ledger_(std::exchange(other.ledger_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : ledger_(std::exchange(other.ledger_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      serial_(std::exchange(other.serial_, 0)) {}
 
 MemoryLedger::Reservation& MemoryLedger::Reservation::operator=(Reservation&& other) noexcept {
   if (this != &other) {
     release();
     ledger_ = std::exchange(other.ledger_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    serial_ = std::exchange(other.serial_, 0);
   }
   return *this;
 }
 
 void MemoryLedger::Reservation::release() {
   if (ledger_ == nullptr) return;
-  ledger_->give_back(bytes_);
+  ledger_->give_back(serial_);
   ledger_ = nullptr;
   bytes_ = 0;
+  serial_ = 0;
+}
+
+double MemoryLedger::passed_oldest() const {
+  double bytes = 0;
+  for (auto it = held_.lower_bound(waiters_.front().passed_from); it != held_.end(); ++it) {
+    bytes += it->second;
+  }
+  return bytes;
 }
 
 bool MemoryLedger::admissible(std::uint64_t ticket, double bytes) const {
-  const bool fits = holders_ == 0 || reserved_ + bytes <= capacity_;
+  const bool fits = held_.empty() || reserved_ + bytes <= capacity_;
   if (!fits) return false;
   if (waiters_.empty() || waiters_.front().ticket == ticket) return true;
-  // Passing the oldest waiter is allowed within the window only.
-  return now_() - waiters_.front().since < kPassingWindow;
+  const Waiter& oldest = waiters_.front();
+  // Within the window anything that fits passes the oldest waiter.
+  if (now_() - oldest.since < kPassingWindow) return true;
+  // After it, only what leaves the oldest its room once the holders it found have gone.
+  return passed_oldest() + bytes + oldest.bytes <= capacity_;
 }
 
 void MemoryLedger::size_once(double capacity_bytes) {
   std::lock_guard lock(mutex_);
-  if (capacity_ <= 0 && capacity_bytes > 0 && holders_ == 0) capacity_ = capacity_bytes;
+  if (capacity_ <= 0 && capacity_bytes > 0 && held_.empty()) capacity_ = capacity_bytes;
 }
 
 double MemoryLedger::capacity() const {
   std::lock_guard lock(mutex_);
   return capacity_;
+}
+
+MemoryLedger::Reservation MemoryLedger::admit(double bytes) {
+  const std::uint64_t serial = next_serial_++;
+  held_.emplace(serial, bytes);
+  reserved_ += bytes;
+  return Reservation(this, bytes, serial);
+}
+
+void MemoryLedger::leave_queue(std::uint64_t ticket) {
+  auto it = std::find_if(waiters_.begin(), waiters_.end(),
+                         [&](const Waiter& w) { return w.ticket == ticket; });
+  const bool was_oldest = it == waiters_.begin();
+  waiters_.erase(it);
+  // The next oldest counts as passed only what is admitted from now on.
+  if (was_oldest && !waiters_.empty()) waiters_.front().passed_from = next_serial_;
 }
 
 MemoryLedger::Reservation MemoryLedger::reserve(double bytes) {
@@ -49,16 +80,16 @@ MemoryLedger::Reservation MemoryLedger::reserve(double bytes) {
   bytes = std::min(bytes, capacity_);
   const std::uint64_t ticket = next_ticket_++;
   if (!admissible(ticket, bytes)) {
-    waiters_.push_back({ticket, now_()});
+    waiters_.push_back({ticket, bytes, now_(), next_serial_});
     // Woken by every release; also every second, so the passing window closes on time.
     while (!admissible(ticket, bytes)) changed_.wait_for(lock, std::chrono::seconds(1));
-    waiters_.erase(std::find_if(waiters_.begin(), waiters_.end(),
-                                [&](const Waiter& w) { return w.ticket == ticket; }));
+    // Admitted before it leaves the queue: the next oldest waits for it, it did not pass it.
+    auto reservation = admit(bytes);
+    leave_queue(ticket);
     changed_.notify_all();  // the next oldest may now be admissible
+    return reservation;
   }
-  reserved_ += bytes;
-  ++holders_;
-  return Reservation(this, bytes);
+  return admit(bytes);
 }
 
 std::optional<MemoryLedger::Reservation> MemoryLedger::try_reserve(double bytes) {
@@ -67,16 +98,15 @@ std::optional<MemoryLedger::Reservation> MemoryLedger::try_reserve(double bytes)
   if (capacity_ <= 0) return Reservation(nullptr, 0);
   if (bytes > capacity_ || !admissible(next_ticket_, bytes)) return std::nullopt;
   ++next_ticket_;
-  reserved_ += bytes;
-  ++holders_;
-  return Reservation(this, bytes);
+  return admit(bytes);
 }
 
-void MemoryLedger::give_back(double bytes) {
+void MemoryLedger::give_back(std::uint64_t serial) {
   {
     std::lock_guard lock(mutex_);
-    reserved_ = std::max(0.0, reserved_ - bytes);
-    if (--holders_ == 0) reserved_ = 0;
+    held_.erase(serial);
+    reserved_ = 0;  // summed anew: no drift from adding and taking away doubles
+    for (const auto& [_, bytes] : held_) reserved_ += bytes;
   }
   changed_.notify_all();
 }

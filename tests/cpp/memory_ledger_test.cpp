@@ -86,15 +86,52 @@ TEST(MemoryLedger, ASmallOnePassesAWaitingLargeOneWithinTheWindow) {
   waiting.join();
 }
 
-TEST(MemoryLedger, NothingPassesTheOldestWaiterOnceItsWindowHasClosed) {
+TEST(MemoryLedger, OnceItsWindowHasClosedOnlyWhatLeavesTheOldestWaiterItsRoomPasses) {
+  MemoryLedger ledger(100 * GB);
+  ledger.set_clock_for_testing(&fake_now);
+  fake_ms = 0;
+  auto running = ledger.reserve(30 * GB);
+  std::atomic<bool> large_granted{false}, second_granted{false};
+  std::thread large([&] {
+    auto r = ledger.reserve(80 * GB);  // 110 with the running one: waits
+    large_granted = true;
+    EXPECT_TRUE(eventually([&] { return second_granted.load(); }));
+  });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  fake_ms = MemoryLedger::kPassingWindow.count() + 1;
+  // 15 GB beside the running one, and beside the large one once the running one has gone: passes.
+  auto first = ledger.reserve(15 * GB);
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 45 * GB);
+  // 10 GB more fits now (55) but would leave the large one 75: it waits.
+  std::thread second([&] {
+    auto r = ledger.reserve(10 * GB);
+    second_granted = true;
+  });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 2; }));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(second_granted);
+  // The large one is admitted as soon as the reservation it found has gone, beside the one that
+  // passed it: passing never delays it.
+  running.release();
+  ASSERT_TRUE(eventually([&] { return large_granted.load(); }));
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 95 * GB);
+  EXPECT_FALSE(second_granted);
+  first.release();  // 80 + 10 fits: the second is admitted beside the large one
+  large.join();
+  second.join();
+  EXPECT_TRUE(second_granted);
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 0);
+}
+
+TEST(MemoryLedger, NothingPassesAnOldestWaiterThatNeedsTheWholeDeviceOnceItsWindowHasClosed) {
   MemoryLedger ledger(100 * GB);
   ledger.set_clock_for_testing(&fake_now);
   fake_ms = 0;
   auto running = ledger.reserve(70 * GB);
-  std::atomic<bool> large_granted{false}, small_granted{false};
-  std::thread large([&] {
-    auto r = ledger.reserve(60 * GB);
-    large_granted = true;
+  std::atomic<bool> whole_granted{false}, small_granted{false};
+  std::thread whole([&] {
+    auto r = ledger.reserve(300 * GB);
+    whole_granted = true;
   });
   ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
   fake_ms = MemoryLedger::kPassingWindow.count() + 1;
@@ -104,12 +141,41 @@ TEST(MemoryLedger, NothingPassesTheOldestWaiterOnceItsWindowHasClosed) {
   });
   ASSERT_TRUE(eventually([&] { return ledger.waiting() == 2; }));
   std::this_thread::sleep_for(50ms);
-  EXPECT_FALSE(small_granted);  // it would fit, but the large one has waited too long
+  EXPECT_FALSE(small_granted);  // it would fit, but the device is promised to the whole one
   running.release();
-  large.join();
+  whole.join();
   small.join();
-  EXPECT_TRUE(large_granted);
+  EXPECT_TRUE(whole_granted);
   EXPECT_TRUE(small_granted);
+}
+
+TEST(MemoryLedger, TheNextOldestWaiterCountsAsPassedOnlyWhatIsAdmittedAfterItBecameOldest) {
+  MemoryLedger ledger(100 * GB);
+  ledger.set_clock_for_testing(&fake_now);
+  fake_ms = 0;
+  auto running = ledger.reserve(60 * GB);
+  std::atomic<bool> first_granted{false};
+  MemoryLedger::Reservation first_held;
+  std::thread first([&] {
+    first_held = ledger.reserve(50 * GB);
+    first_granted = true;
+  });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  std::thread second([&] { auto r = ledger.reserve(60 * GB); });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 2; }));
+  fake_ms = MemoryLedger::kPassingWindow.count() + 1;
+  running.release();
+  first.join();  // the first runs; the second (110 with it) is now the oldest waiter
+  ASSERT_TRUE(first_granted);
+  EXPECT_EQ(ledger.waiting(), 1);
+  // The first was admitted before the second became the oldest: it is what the second waits
+  // for, not a reservation that passed it, so 30 GB beside both passes.
+  auto small = ledger.try_reserve(30 * GB);
+  EXPECT_TRUE(small.has_value());
+  EXPECT_FALSE(ledger.try_reserve(15 * GB).has_value());  // fits (95), but leaves the second 55
+  small.reset();
+  first_held.release();
+  second.join();
 }
 
 TEST(MemoryLedger, AnUnlimitedLedgerNeverWaitsUntilSized) {
@@ -143,16 +209,21 @@ TEST(MemoryLedger, ATryIsGrantedNowOrRefusedNeverWaits) {
   EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 0);
 }
 
-TEST(MemoryLedger, ATryDoesNotPassAWaiterWhoseWindowHasClosed) {
+TEST(MemoryLedger, ATryTakesNoRoomOfAWaiterWhoseWindowHasClosed) {
   MemoryLedger ledger(100 * GB);
   ledger.set_clock_for_testing(&fake_now);
   fake_ms = 0;
-  auto running = ledger.reserve(70 * GB);
-  std::thread large([&] { auto r = ledger.reserve(60 * GB); });
+  auto running = ledger.reserve(30 * GB);
+  std::thread large([&] { auto r = ledger.reserve(80 * GB); });
   ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
-  EXPECT_TRUE(ledger.try_reserve(5 * GB).has_value());  // within the window: passes
+  auto within = ledger.try_reserve(25 * GB);  // within the window anything that fits passes
+  EXPECT_TRUE(within.has_value());
+  within.reset();
   fake_ms = MemoryLedger::kPassingWindow.count() + 1;
-  EXPECT_FALSE(ledger.try_reserve(5 * GB).has_value());  // the window has closed
+  EXPECT_FALSE(ledger.try_reserve(25 * GB).has_value());  // would leave the large one 75
+  auto beside = ledger.try_reserve(20 * GB);              // leaves it its 80
+  EXPECT_TRUE(beside.has_value());
+  beside.reset();
   running.release();
   large.join();
 }
