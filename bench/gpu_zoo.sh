@@ -46,11 +46,14 @@ python3 bench/zoo_table.py plan | grep -E "${ZOO_ONLY:-.}" > "$OUT/plan.txt"  # 
 # Phase 1, JOBS at a time: every small-size file; the large-size files (timing-sensitive: the
 # roofline floor, the side stream) only build and run their correctness checks. Phase 2: the
 # large-size files one at a time on an otherwise idle GPU, so time slicing between processes
-# cannot distort their timing. Budgets keep the whole run inside the device tool's 10 minutes.
-awk '{print $0, ($3 == "large" ? "warm" : "full")}' "$OUT/plan.txt" |
+# cannot distort their timing, and the files marked alone. Budgets keep the whole run inside the device tool's 10 minutes.
+# A file marked alone in the manifest (it takes the device's free memory) skips phase 1 and runs
+# in phase 2, built there.
+awk '$6 == "shared" {print $1, $2, $3, $4, $5, ($3 == "large" ? "warm" : "full")}' \
+  "$OUT/plan.txt" |
   timeout "${ZOO_PHASE1_S:-330}" xargs -P "$JOBS" -L 1 bash -c 'run_one "$@"' _ |
   tee "$OUT/runs.txt"
-awk '$3 == "large" {print $0, "full"}' "$OUT/plan.txt" |
+awk '$3 == "large" || $6 == "alone" {print $1, $2, $3, $4, $5, "full"}' "$OUT/plan.txt" |
   timeout "${ZOO_PHASE2_S:-150}" xargs -P 1 -L 1 bash -c 'run_one "$@"' _ |
   tee -a "$OUT/runs.txt"
 

@@ -70,7 +70,11 @@ def plan() -> None:
     for rel in order:
         path = EXAMPLES / rel
         problem = REPO / "problems" / (target_of(path) + ".py")
-        print(rel, files[rel]["gpu_device"], size_of(path), problem, slug(rel))
+        # "alone": a file that takes the device's free memory (memory_hog) runs with nothing
+        # beside it: the other evaluations' kbv eval processes share no memory ledger with it,
+        # and ran out beside it (session 19: s1_empty_like_reuse a harness_error on the H100).
+        phase = "alone" if files[rel].get("alone") else "shared"
+        print(rel, files[rel]["gpu_device"], size_of(path), problem, slug(rel), phase)
 
 
 def table(results_dir: Path) -> int:

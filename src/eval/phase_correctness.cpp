@@ -141,6 +141,18 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
     auto ran = side.cases.run(c, how);
     if (!ran.answer.ok()) {
       out.failed = judge::call_failure(ran.answer, fmt::format("a re-check ({}) on {}", tag, id));
+      if (how.reuse.empty() && judge::reads_unmapped_memory(ran.answer)) {
+        // The case passed at the addresses it was first given; at new ones the forward touched
+        // unmapped memory: the inputs of an earlier call, unmapped once it was done.
+        side.findings.add(
+            "output_cached", Severity::Reject,
+            fmt::format("{}'s values in new input tensors ({}) made the forward touch unmapped "
+                        "memory ({}), after they had passed at the addresses first given: it "
+                        "read the inputs of an earlier call, unmapped once that call was done (an "
+                        "address it kept: a cached pointer or tensor, a CUDA graph captured on an "
+                        "earlier input)",
+                        id, tag, judge::first_line(out.failed->failure.reason)));
+      }
       return std::nullopt;
     }
     last = ran;

@@ -52,4 +52,19 @@ FailedStage call_failure(const Response& r, const std::string& during) {
   return out;
 }
 
+bool reads_unmapped_memory(const Response& r) {
+  if (r.status == Response::Status::Died) {
+    return r.message.find("SIGSEGV") != std::string::npos ||
+           r.message.find("SIGBUS") != std::string::npos;
+  }
+  if (r.status != Response::Status::Error) return false;
+  for (const std::string* text : {&r.message, &r.detail}) {
+    for (const char* sign :
+         {"illegal memory access", "cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS"}) {
+      if (text->find(sign) != std::string::npos) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace kbv::judge

@@ -26,6 +26,14 @@ FailedStage load_failure(const orchestrate::Response& answer, std::chrono::secon
 // A later call failed `during` a named stage ("the forward on h1_native inputs").
 FailedStage call_failure(const orchestrate::Response& answer, const std::string& during);
 
+// Whether a failed call reads as an access to unmapped memory: an illegal address on the device,
+// or the worker killed by SIGSEGV or SIGBUS on the host. A case's inputs are unmapped in the
+// candidate's process once its call is done, their addresses kept reserved (docs/case-path.md,
+// revocation), so at a re-check at new addresses after the same values passed at their own,
+// this is a forward reading an earlier call's inputs: an address it kept. (The error text is the
+// candidate's own; written to look like this, it only rejects its writer.)
+bool reads_unmapped_memory(const orchestrate::Response& answer);
+
 // The text up to its first newline (a reason or message shortened for a one-line report).
 std::string first_line(const std::string& text);
 

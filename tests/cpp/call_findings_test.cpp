@@ -140,5 +140,36 @@ TEST(StageFailure, LoadAndCallFailuresMapToVerdicts) {
             "killed by SIGSEGV during the forward");
 }
 
+TEST(StageFailure, AnIllegalAddressOrASegfaultReadsAsUnmappedMemoryAndNothingElseDoes) {
+  orchestrate::Response device;
+  device.status = orchestrate::Response::Status::Error;
+  device.message = "AcceleratorError: CUDA error: an illegal memory access was encountered";
+  EXPECT_TRUE(reads_unmapped_memory(device));
+  device.message = "forward raised RuntimeError: kbv_native: cudaMemcpyAsync failed";
+  device.detail = "... cudaErrorIllegalAddress: an illegal memory access was encountered";
+  EXPECT_TRUE(reads_unmapped_memory(device));
+
+  orchestrate::Response host;
+  host.status = orchestrate::Response::Status::Died;
+  host.message = "the worker was killed by signal 11 (SIGSEGV, Segmentation fault)";
+  EXPECT_TRUE(reads_unmapped_memory(host));
+
+  // Ordinary failures are not: a wrong shape, running out of memory, a kill, a timeout.
+  orchestrate::Response plain;
+  plain.status = orchestrate::Response::Status::Error;
+  plain.message = "RuntimeError: shape mismatch";
+  EXPECT_FALSE(reads_unmapped_memory(plain));
+  plain.message = "torch.OutOfMemoryError: CUDA out of memory";
+  EXPECT_FALSE(reads_unmapped_memory(plain));
+  orchestrate::Response killed;
+  killed.status = orchestrate::Response::Status::Died;
+  killed.message = "the worker was killed by signal 9 (SIGKILL, Killed)";
+  EXPECT_FALSE(reads_unmapped_memory(killed));
+  orchestrate::Response slow;
+  slow.status = orchestrate::Response::Status::Timeout;
+  slow.message = "did not answer within 120 s (SIGSEGV in its log)";
+  EXPECT_FALSE(reads_unmapped_memory(slow));
+}
+
 }  // namespace
 }  // namespace kbv::judge
