@@ -19,3 +19,7 @@ if [ -n "$missing" ]; then
   { cmake -S . -B build -DKBV_WITH_SERVE=OFF && cmake --build build -j"$(nproc)"; } >> "$LOG" 2>&1 ||
     { tail -40 "$LOG"; exit 1; }
 fi
+# Said on stdout, not only in the log: a build without the service (cpp-httplib not staged in
+# .deps: run scripts/stage_deps.sh here first) cost session 19 its GRPO benchmark.
+if grep -q "kbv serve (cpp-httplib) ON" "$LOG"; then echo "kbv serve: built"; else
+  echo "kbv serve: NOT built (stage .deps with scripts/stage_deps.sh before the device call)"; fi
