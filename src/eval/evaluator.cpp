@@ -130,6 +130,9 @@ class Evaluation {
       throw judge::HarnessFaultError(*fault, stage->detail);
     }
     failure_ = stage->failure;
+    weigh_own_out_of_memory(
+        *failure_,
+        stage->detail.empty() ? failure_->reason : failure_->reason + "\n" + stage->detail, result);
     result.error_detail = stage->detail;
     return true;
   }
@@ -307,9 +310,38 @@ class Evaluation {
   // result either way. Never throws: a reading kbv cannot take leaves the fault kbv's.
   void weigh_held_memory(FaultOutcome& outcome, Result& result) {
     if (!weighs_held_memory(*outcome.fault, request_.settings.cuda())) return;
+    auto held = held_memory_now(result);
+    if (!held) return;
+    if (judge::held_beyond_plan(*held)) {
+      outcome.candidate_failure =
+          judge::StageFailure{Verdict::RuntimeError, judge::held_memory_reason(*held)};
+      if (outcome.error_detail.empty()) outcome.error_detail = outcome.fault->detail;
+      outcome.fault.reset();
+    } else {
+      outcome.fault->detail.append("\n").append(judge::held_memory_note(*held));
+    }
+  }
+
+  // The candidate's own call ran out of device memory: its runtime_error, whose reason says
+  // what its processes held where that was beyond the plan (a hog's own next allocation can fail
+  // before the reference's: zoo memory_hog, session 19).
+  void weigh_own_out_of_memory(judge::StageFailure& failure, const std::string& message,
+                               Result& result) {
+    if (!request_.settings.cuda() || failure.verdict != Verdict::RuntimeError ||
+        !judge::reads_out_of_memory(message)) {
+      return;
+    }
+    if (auto held = held_memory_now(result)) {
+      failure.reason = judge::own_out_of_memory_reason(failure.reason, *held);
+    }
+  }
+
+  // What the candidate's processes hold on the device now, recorded in the result
+  // (`candidate.held_memory`); nullopt when it cannot be read. Never throws.
+  std::optional<judge::HeldMemory> held_memory_now(Result& result) {
     if (!candidate_ran_ || !worker_ || !worker_->process || !lease_.session ||
         !lease_.session->worker) {
-      return;
+      return std::nullopt;
     }
     try {
       const ReferenceSession& session = *lease_.session;
@@ -322,21 +354,15 @@ class Evaluation {
           candidate_held_memory(worker_->process->pid(), session.worker->pid(), uuid, planned, why);
       if (!held) {
         result.candidate["held_memory"] = {{"unknown", why}};
-        return;
+        return std::nullopt;
       }
       result.candidate["held_memory"] = {{"held_bytes", held->held_bytes},
                                          {"allowance_bytes", judge::held_allowance(*held)},
                                          {"measured_by", held->measured_by}};
-      if (judge::held_beyond_plan(*held)) {
-        outcome.candidate_failure =
-            judge::StageFailure{Verdict::RuntimeError, judge::held_memory_reason(*held)};
-        if (outcome.error_detail.empty()) outcome.error_detail = outcome.fault->detail;
-        outcome.fault.reset();
-      } else {
-        outcome.fault->detail.append("\n").append(judge::held_memory_note(*held));
-      }
+      return held;
     } catch (const std::exception& error) {
       result.candidate["held_memory"] = {{"unknown", error.what()}};
+      return std::nullopt;
     }
   }
 

@@ -36,6 +36,15 @@ bool held_beyond_plan(const HeldMemory& held);
 // The candidate's runtime_error, in one sentence.
 std::string held_memory_reason(const HeldMemory& held);
 
+// The candidate's own call ran out of device memory (it is its runtime_error either way): the
+// reason, with what its processes held where that was more than the allowance. A candidate that
+// takes the device's free memory may meet its own next allocation before the reference's; which
+// fails first is a race, and the reason says "held" either way.
+std::string own_out_of_memory_reason(const std::string& reason, const HeldMemory& held);
+// Whether a candidate's failure message reads as the device running out of memory (its text is
+// the candidate's own: written to look so, it only adds figures to its own runtime_error).
+bool reads_out_of_memory(const std::string& message);
+
 // The figures in words, for a fault that stays kbv's (within the allowance).
 std::string held_memory_note(const HeldMemory& held);
 

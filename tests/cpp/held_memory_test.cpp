@@ -47,6 +47,22 @@ TEST(HeldMemoryRule, MoreThanTheWholeEvaluationsPlanIsTheCandidates) {
   EXPECT_NE(note.find("1.00 GB"), std::string::npos) << note;
 }
 
+TEST(HeldMemoryRule, ACandidatesOwnOutOfMemorySaysWhatItHeldOnlyBeyondThePlan) {
+  const std::string own = "forward raised RuntimeError: cudaMallocAsync failed: out of memory";
+  const auto hog = judge::own_out_of_memory_reason(own, held(75 * GB, 0.1 * GB));
+  EXPECT_EQ(hog.rfind(own, 0), 0u) << hog;  // its own reason first, the figures after
+  EXPECT_NE(hog.find("held 75.00 GB"), std::string::npos) << hog;
+  // An honest candidate that runs out within its plan keeps its reason as it was.
+  EXPECT_EQ(judge::own_out_of_memory_reason(own, held(3 * GB, 0.1 * GB)), own);
+  EXPECT_EQ(judge::own_out_of_memory_reason(own, held(60 * GB, 70 * GB)), own);
+
+  EXPECT_TRUE(judge::reads_out_of_memory("torch.OutOfMemoryError: CUDA out of memory."));
+  EXPECT_TRUE(judge::reads_out_of_memory("cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY"));
+  EXPECT_TRUE(judge::reads_out_of_memory("cudaErrorMemoryAllocation: out of memory"));
+  EXPECT_FALSE(judge::reads_out_of_memory("RuntimeError: shape mismatch"));
+  EXPECT_FALSE(judge::reads_out_of_memory("an illegal memory access was encountered"));
+}
+
 class FakeProc : public ::testing::Test {
  protected:
   void SetUp() override {
