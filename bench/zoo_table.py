@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The hack zoo's expectations (examples/zoo.json) against the results of a zoo run.
 
-  zoo_table.py plan                 one line per zoo file: <path> <device> <size>
+  zoo_table.py plan                 one line per zoo file: <path> <device> <size> <problem>
+                                    <slug> <shared|alone>
   zoo_table.py table RESULTS_DIR    markdown table + detection and false-positive rates
 
 RESULTS_DIR holds one kbv.result/1 JSON per zoo file, named after its path with '/' -> '__'
