@@ -62,8 +62,9 @@ class MemoryLedger {
   // Waits until `bytes` (clamped to the capacity) fit beside the reservations held.
   Reservation reserve(double bytes);
   // `bytes` now, or nothing: never waits, never clamps (more than the capacity is refused), and
-  // never takes room the passing rule keeps for the oldest waiter. For work that is worth doing only when
-  // it is free to do (a reference drawn ahead of its evaluation). Unlimited: always granted.
+  // never takes room the passing rule keeps for the oldest waiter. For work that is worth doing
+  // only when it is free to do (a reference drawn ahead of its evaluation). Unlimited: always
+  // granted.
   std::optional<Reservation> try_reserve(double bytes);
 
   double capacity() const;
