@@ -99,11 +99,21 @@ std::string elementwise_reason(const Candidate& c, const Judge& j, const Measure
 }
 
 std::string normwise_reason(const Outcome& o, const Policy& p) {
+  const double sens = o.candidate.sensitivity_normwise;
   return fmt::format(
-      "normwise relative error {:.3g} exceeds the budget {:.3g} (the larger of the floor {:.3g} "
-      "and {:g} x the baseline's {:.3g})",
+      "normwise relative error {:.3g} exceeds the budget {:.3g} (the largest of the floor {:.3g}, "
+      "{:g} x the baseline's {:.3g}{})",
       o.candidate.normwise_rel, o.norm_budget, p.norm_floor, p.baseline_multiplier,
-      o.baseline->normwise_rel);
+      o.baseline->normwise_rel,
+      sens > 0 ? fmt::format(" and {:g} x the rounding sensitivity's {:.3g}",
+                             p.sens_norm_multiplier, sens)
+               : std::string());
+}
+
+// The pass's normwise budget opened by the sensitivity's own normwise figure, where the pass
+// read a sensitivity (Policy::sens_norm_multiplier).
+double normwise_budget(const CandidatePass& pass, const ErrorFigures& f, const Policy& p) {
+  return std::max(pass.norm_budget, p.sens_norm_multiplier * f.sensitivity_normwise);
 }
 
 // The reference against the truth: measured, or (the reference is the truth) no error at all.
@@ -159,7 +169,7 @@ Outcome decide_scaled(const OutputBaseline& b, const CandidatePass& pass, const 
                       const Candidate& c, const Policy& p) {
   Outcome o;
   o.baseline = baseline_figures(b);
-  o.norm_budget = pass.norm_budget;
+  o.norm_budget = normwise_budget(pass, m.figures, p);
   o.elem_budget = pass.elem_budget;
   o.candidate = m.figures;
   // Against each element's own budget (floor or sensitivity), so a margin above 1 is exactly a
@@ -263,6 +273,7 @@ nlohmann::json Policy::to_json() const {
           {"elem_floor", elem_floor},
           {"baseline_multiplier", baseline_multiplier},
           {"sens_multiplier", sens_multiplier},
+          {"sens_norm_multiplier", sens_norm_multiplier},
           {"admit_reference_excess", admit_reference_excess}};
 }
 
@@ -275,6 +286,8 @@ Policy Policy::from_json(const nlohmann::json& j) {
   p.elem_floor = j.at("elem_floor").get<double>();
   p.baseline_multiplier = j.at("baseline_multiplier").get<double>();
   p.sens_multiplier = j.at("sens_multiplier").get<double>();
+  // Absent from policies written before protocol version 4: no sensitivity term.
+  p.sens_norm_multiplier = j.value("sens_norm_multiplier", 0.0);
   p.admit_reference_excess = j.value("admit_reference_excess", false);
   return p;
 }

@@ -152,6 +152,9 @@ struct PassPartial {
   std::int64_t nonfinite_mismatches;
   std::int64_t first_nonfinite_mismatch;  // smallest index; -1: none
   SquareSum diff, judged;                 // of x - y and of y, over the finite pairs
+  // Of the sensitivity s over the finite pairs: ||s|| / ||y|| is the normwise error the
+  // precision class's rounding is expected to cause (the normwise budget's sensitivity term).
+  SquareSum sens;
 };
 
 KBV_HD inline PassPartial empty_partial() {
@@ -162,7 +165,7 @@ KBV_HD inline PassPartial empty_partial() {
   p.worst_excess = 0;
   p.nonfinite_mismatches = 0;
   p.first_nonfinite_mismatch = -1;
-  p.diff = p.judged = empty_squares();
+  p.diff = p.judged = p.sens = empty_squares();
   return p;
 }
 
@@ -223,10 +226,14 @@ KBV_HD inline double accumulate_finite(PassPartial& p, std::int64_t index, doubl
 // Element `index` of the pass: x judged by y, with y's sensitivity s (0 without one).
 KBV_HD inline void accumulate(PassPartial& p, std::int64_t index, double x, double y, double s,
                               const PassSpec& spec) {
-  if (!pair_is_finite(x, y, spec.threshold)) screen_nonfinite(p, index, x, y, spec);
+  if (!pair_is_finite(x, y, spec.threshold)) {
+    screen_nonfinite(p, index, x, y, spec);
+    s = 0;  // a pair left out of the norms is left out of the sensitivity's too
+  }
   const double diff = accumulate_finite(p, index, x, y, spec, nonzero_or_floor(spec.scale), s);
   add_square(p.diff, diff);
   add_square(p.judged, y);
+  add_square(p.sens, s);
 }
 
 // The figures of a and b together; the same whichever comes first.
@@ -248,6 +255,7 @@ KBV_HD inline PassPartial merge(const PassPartial& a, const PassPartial& b) {
   }
   m.diff = merge_squares(a.diff, b.diff);
   m.judged = merge_squares(a.judged, b.judged);
+  m.sens = merge_squares(a.sens, b.sens);
   return m;
 }
 

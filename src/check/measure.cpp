@@ -53,6 +53,7 @@ json ErrorFigures::to_json() const {
   return {{"max_abs", encode_double(max_abs)},
           {"max_rel", encode_double(max_rel)},
           {"normwise_rel", encode_double(normwise_rel)},
+          {"sensitivity_normwise", encode_double(sensitivity_normwise)},
           {"worst_elem_ratio", encode_double(worst_elem_ratio)},
           {"budget_ratio", encode_double(budget_ratio)},
           {"numel", numel},
@@ -67,6 +68,9 @@ ErrorFigures ErrorFigures::from_json(const json& j) {
   f.max_rel = decode_double(j.at("max_rel"));
   f.normwise_rel = decode_double(j.at("normwise_rel"));
   f.worst_elem_ratio = decode_double(j.at("worst_elem_ratio"));
+  // Absent from the figures of results recorded before protocol version 4.
+  f.sensitivity_normwise =
+      j.contains("sensitivity_normwise") ? decode_double(j.at("sensitivity_normwise")) : 0.0;
   // Absent from the figures of results recorded before the sensitivity budget.
   f.budget_ratio = j.contains("budget_ratio") ? decode_double(j.at("budget_ratio")) : 0.0;
   f.numel = j.at("numel").get<int64_t>();
@@ -126,6 +130,7 @@ Measurement finish_measurement(const PassPartial& p, int64_t numel, const PassSp
   f.max_abs = p.max_abs;
   f.max_rel = p.max_rel;
   f.normwise_rel = norm_ratio(p.diff, p.judged);
+  f.sensitivity_normwise = p.sens.sum == 0 ? 0.0 : norm_ratio(p.sens, p.judged);
   f.worst_elem_ratio = p.worst_elem_ratio;
   f.budget_ratio = p.budget_ratio;
   f.numel = numel;
@@ -212,6 +217,10 @@ PassPartial measure_partial(const TensorView& x, const TensorView& y, const Tens
                  [&](int64_t at, std::span<double> xs, std::span<double> ys, std::span<double> ss) {
                    if (!all_finite(xs, ys, spec.threshold)) {
                      for (size_t i = 0; i < xs.size(); ++i) {
+                       // A pair left out of the norms leaves its sensitivity out too.
+                       if (!ss.empty() && !pair_is_finite(xs[i], ys[i], spec.threshold)) {
+                         ss[i] = 0;
+                       }
                        screen_nonfinite(p, at + int64_t(i), xs[i], ys[i], spec);
                      }
                    }
@@ -225,6 +234,7 @@ PassPartial measure_partial(const TensorView& x, const TensorView& y, const Tens
                    }
                    add_block_squares(local.diff, {diffs.data(), xs.size()});
                    add_block_squares(local.judged, ys);
+                   add_block_squares(local.sens, ss);
                    p = local;
                  });
   return p;

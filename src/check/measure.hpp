@@ -42,6 +42,10 @@ struct ErrorFigures {
   int64_t elements_over = 0;  // elements outside their elementwise budget
   int64_t nonfinite_mismatches = 0;
   double scale = 0;  // RMS of the finite truth values (of the reference under AllClose)
+  // ||s|| / ||t|| with s the truth's per-element rounding sensitivity (0 without one): the
+  // normwise error the precision class's rounding of inputs and parameters is expected to cause
+  // (an honest TF32 kernel measures about 0.4 of it: bench/sensitivity_calibration.py).
+  double sensitivity_normwise = 0;
   nlohmann::json to_json() const;
   static ErrorFigures from_json(const nlohmann::json& j);
 };

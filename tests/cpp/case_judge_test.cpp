@@ -134,6 +134,23 @@ TEST(CaseOutputs, ExactOutputPassesAndAWrongOneFailsWithItsIndex) {
       << wrong.reason;
 }
 
+TEST(CaseOutputs, APassCarriesItsNormwiseBudgetForTheWorkersDeferredSensitivity) {
+  // The reference worker measures a deferred sensitivity for an output over this budget
+  // (protocol version 4): it must be the pass's own, before the sensitivity opens it.
+  ReferenceSide reference{{{1.0, 2.0, 3.0, 4.0}}};
+  json c = {{"id", "h1_native-0"}, {"baselines", reference.baselines()}};
+  auto plans = plan_outputs(c, answer_for(reference.truth), "tf32", check::Policy::verified());
+  const json passes = passes_of(plans);
+  ASSERT_EQ(passes.size(), 1u);
+  ASSERT_TRUE(plans[0].pass.has_value());
+  EXPECT_GT(plans[0].pass->norm_budget, 0.0);
+  EXPECT_EQ(passes[0].at("norm_budget").get<double>(), plans[0].pass->norm_budget);
+  // Allclose has no normwise budget: none is sent.
+  auto allclose =
+      plan_outputs(c, answer_for(reference.truth), "tf32", check::Policy::allclose(1e-4, 1e-4));
+  EXPECT_FALSE(passes_of(allclose)[0].contains("norm_budget"));
+}
+
 TEST(CaseOutputs, MissingMismatchedOrUncopiedOutputsFailWithoutAMeasurement) {
   ReferenceSide reference{{{1.0, 2.0}}};
   json c = {{"id", "h1_native-0"}, {"baselines", reference.baselines()}};

@@ -289,6 +289,40 @@ TEST_F(ScaledTest, SensitivityOpensIllConditionedElementsOnly) {
   EXPECT_FALSE(allclose.passed);
 }
 
+TEST_F(ScaledTest, TheSensitivitysNormOpensTheNormwiseBudget) {
+  // Protocol version 4: norm budget = max(floor, 4 x baseline, 2 x ||s|| / ||t||). Here
+  // ||s|| / ||t|| is 3e-3 (a problem whose rounding the inputs' range magnifies); the baseline
+  // (3e-4) gives 1.2e-3.
+  std::vector<double> sens(truth_values.size());
+  for (size_t i = 0; i < sens.size(); ++i) sens[i] = 3e-3 * std::abs(truth_values[i]);
+  const Owned s = f32(shape, sens);
+  const TensorView sv = s.view();
+  const auto with_sensitivity = [&](const std::vector<double>& c, const Policy& policy) {
+    return judged(f32(shape, c), reference, truth, policy, &sv);
+  };
+  // An honest kernel of that precision: about 0.4 of the sensitivity's norm, over the floor
+  // and the baseline's budget, within twice the sensitivity's norm.
+  const std::vector<double> honest = noisy(truth_values, 2e-3, 3);
+  EXPECT_FALSE(judge(honest).passed);  // without the sensitivity: the floor rejects it
+  const Outcome o = with_sensitivity(honest, Policy::verified());
+  EXPECT_TRUE(o.passed) << o.reason;
+  EXPECT_NEAR(o.candidate.sensitivity_normwise, 3e-3, 1e-5);
+  EXPECT_NEAR(o.norm_budget, 6e-3, 1e-5);
+  EXPECT_NEAR(*o.norm_margin, 2e-3 / 6e-3, 1e-2);
+  // Eight times the rounding (bfloat16 against TF32): over it, and the reason says why.
+  const Outcome bf16 = with_sensitivity(noisy(truth_values, 8e-3, 3), Policy::verified());
+  EXPECT_FALSE(bf16.passed);
+  EXPECT_TRUE(contains(bf16.reason, "normwise relative error")) << bf16.reason;
+  EXPECT_TRUE(contains(bf16.reason, "2 x the rounding sensitivity's 0.003")) << bf16.reason;
+  // A policy of version 3 (no such term, as read from its JSON) keeps the old budget.
+  nlohmann::json v3 = Policy::verified().to_json();
+  v3.erase("sens_norm_multiplier");
+  const Policy old = Policy::from_json(v3);
+  EXPECT_EQ(old.sens_norm_multiplier, 0.0);
+  EXPECT_FALSE(with_sensitivity(honest, old).passed);
+  EXPECT_EQ(Policy::from_json(Policy::verified().to_json()).sens_norm_multiplier, 2.0);
+}
+
 TEST_F(ScaledTest, MarginsSayHowCloseAVerdictWas) {
   // Exact: far inside both budgets.
   const Outcome exact = judge(truth_values);

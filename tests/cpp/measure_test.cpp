@@ -298,6 +298,8 @@ void expect_same(const ErrorFigures& a, const ErrorFigures& b, bool exact_sums) 
   EXPECT_EQ(a.elements_over, b.elements_over);
   EXPECT_EQ(a.nonfinite_mismatches, b.nonfinite_mismatches);
   EXPECT_EQ(a.scale, b.scale);
+  EXPECT_NEAR(a.sensitivity_normwise, b.sensitivity_normwise,
+              1e-12 * std::abs(b.sensitivity_normwise));
 }
 
 class EveryDtype : public ::testing::TestWithParam<DType> {};
@@ -527,6 +529,35 @@ TEST(Elementwise, HostPassReadsTheSensitivityAndNamesIt) {
   const Owned short_sens(DType::F32, {0.0, 1e-2});
   const TensorView short_view = short_sens.view();
   EXPECT_THROW(measure(candidate, truth, spec, &short_view), std::invalid_argument);
+}
+
+TEST(Elementwise, TheSensitivitysNormIsOverTheJudgedFinitePairsOnly) {
+  // ||s|| / ||t|| over the pairs that stay finite: element 2 (a NaN truth, matched) is left
+  // out of both norms, its sensitivity too.
+  const Owned truth(DType::F64, {3.0, 4.0, kNaN, 0.0});
+  const Owned candidate(DType::F32, {3.0, 4.0, kNaN, 0.0});
+  const Owned sens(DType::F32, {0.03, 0.04, 100.0, 0.0});
+  PassSpec spec;
+  spec.threshold = overflow_threshold(DType::F32);
+  spec.scale = 1;
+  spec.tol = {1e-2, 1e-2};
+  spec.sens = 16;
+  const TensorView sv = sens.view();
+  const Measurement m = measure(candidate, truth, spec, &sv);
+  EXPECT_NEAR(m.figures.sensitivity_normwise, 0.05 / 5.0, 1e-8);  // ||(.03,.04)|| / ||(3,4)||
+  const Measurement back = Measurement::from_json(json::parse(m.to_json().dump()));
+  EXPECT_EQ(back.figures.sensitivity_normwise, m.figures.sensitivity_normwise);
+  // Element by element (the device's way) the same.
+  PassPartial p = empty_partial();
+  for (int64_t i = 0; i < 4; ++i) {
+    accumulate(p, i, candidate.view().value_at(i), truth.view().value_at(i), sv.value_at(i), spec);
+  }
+  EXPECT_NEAR(finish_measurement(p, 4, spec).figures.sensitivity_normwise, 0.01, 1e-8);
+  // Without a sensitivity, and in figures written before it existed: 0.
+  EXPECT_EQ(measure(candidate, truth, spec).figures.sensitivity_normwise, 0.0);
+  json old = m.figures.to_json();
+  old.erase("sensitivity_normwise");
+  EXPECT_EQ(ErrorFigures::from_json(old).sensitivity_normwise, 0.0);
 }
 
 TEST(Elementwise, NonFinitePairsAreCountedThenAddNothing) {

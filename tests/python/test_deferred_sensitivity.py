@@ -32,12 +32,13 @@ DEVICES = [
 ]
 
 K = 16.0  # check::Policy::sens_multiplier
-POLICY = {  # check::Policy for `verified` (version 3)
+POLICY = {  # check::Policy for `verified` (version 4)
     "kind": "scaled",
     "norm_floor": 1e-3,
     "elem_floor": 1e-2,
     "baseline_multiplier": 4.0,
     "sens_multiplier": K,
+    "sens_norm_multiplier": 2.0,
     "admit_reference_excess": True,
 }
 SECRET = "deferred-sensitivity-test-secret"
@@ -114,14 +115,23 @@ def _spec(truth: torch.Tensor) -> dict:
     }
 
 
-def _judge(role, case: reference.Case | None, output: torch.Tensor, timing: int = 0) -> dict:
+def _judge(
+    role,
+    case: reference.Case | None,
+    output: torch.Tensor,
+    timing: int = 0,
+    norm_budget: float | None = None,
+) -> dict:
     """The reference's judge of `output` written into the candidate's slot, for case `case`
-    (None: for timing set `timing`)."""
+    (None: for timing set `timing`); `norm_budget` as check::passes_of sends it."""
     role.cmd_share_slot({"outputs": [{"shape": list(output.shape), "dtype": "float32"}]})
     role.slot.as_list()[0].copy_(output)
     truth = case.judged[0] if case is not None else role.timing_judged[timing][0]
     which = {"id": case.figures["id"]} if case is not None else {"timing": timing}
-    answer = role.cmd_judge({**which, "passes": [{"index": 0, "spec": _spec(truth)}]})
+    judge_pass = {"index": 0, "spec": _spec(truth)}
+    if norm_budget is not None:
+        judge_pass["norm_budget"] = norm_budget
+    answer = role.cmd_judge({**which, "passes": [judge_pass]})
     return answer["outputs"][0] | {"inputs_mutated": answer["inputs_mutated"]}
 
 
@@ -175,6 +185,38 @@ def test_over_the_floor_the_sensitivity_is_measured_then_and_equals_the_eager_on
     assert "budget" not in judged  # measured already: judged as at a draw that measured it
     assert judged["measurement"]["figures"]["elements_over"] == 1
     assert case.sensitivity[0] is deferred
+
+
+def test_normwise_over_its_budget_within_the_floor_measures_the_sensitivity(tmp_path, device):
+    """Protocol version 4: the normwise budget is opened by ||s|| / ||t||, so an output within
+    the elementwise floor everywhere but over the normwise budget the pass was planned with
+    needs the sensitivity too (an honest TF32 convolution on the H100: 1.28e-3 against 1e-3)."""
+    role = _role(tmp_path, device, CANCELLING_MATMUL)
+    case = _prepare(role, "h1_native")
+    truth = case.judged[0]
+    # Every element off by a third of its floor: within it, normwise far over 1e-3.
+    spread = truth + _floor(truth) / 3
+    plain = _judge(role, case, spread.float())  # a request without the normwise budget
+    assert plain["budget"] == "floor"
+    assert plain["measurement"]["figures"]["elements_over"] == 0
+    assert float(plain["measurement"]["figures"]["normwise_rel"]) > 1e-3
+    assert plain["measurement"]["figures"]["sensitivity_normwise"] == 0  # none read
+    assert case.sensitivity == [reference.DEFERRED]
+
+    judged = _judge(role, case, spread.float(), norm_budget=1e-3)
+    assert judged["budget"] == "sensitivity measured for this output"
+    s = case.sensitivity[0]
+    assert torch.is_tensor(s)
+    expected = float(s.double().norm() / truth.double().norm())
+    got = float(judged["measurement"]["figures"]["sensitivity_normwise"])
+    assert expected > 0 and got == pytest.approx(expected, rel=1e-6)
+
+    # Within the normwise budget: the floor's figures stand, nothing more is measured.
+    other = _role(tmp_path, device, CANCELLING_MATMUL)
+    other_case = _prepare(other, "h1_native")
+    within = _judge(other, other_case, truth.float(), norm_budget=1e-3)
+    assert within["budget"] == "floor"
+    assert other_case.sensitivity == [reference.DEFERRED]
 
 
 def test_the_private_draw_ignores_what_a_candidate_wrote_into_the_shared_inputs(tmp_path, device):
