@@ -7,9 +7,11 @@ JSON): throughput of each, per-sample latency p50/p99 through the service (batch
 the sample's result available), and whether every sample's verdict is the same in both.
 
     python bench/serve_grpo.py --device cpu --samples 8 --no-timing          # CPU, small
-    python bench/serve_grpo.py --device cuda --samples 64 --workers-per-device 4   # the H200
+    python bench/serve_grpo.py --device cuda --samples 64 --workers-per-device 4 --prebuilt
 
-Both runs use the same build cache; run it once before measuring so neither pays for builds.
+Both runs use the same build cache. By default the one run first (the service) pays for every
+build and the other finds them built; --prebuilt builds them all before either is timed (the
+evaluation's throughput), --cold gives each side fresh files (both pay: an RL step's cost).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def percentile(values: list[float], q: float) -> float:
 def run_service(args, work: Path, problem: str, batch: list[tuple[str, str]]) -> dict:
     token = "bench-" + os.urandom(8).hex()
     (work / "token").write_text(token)
+    (work / "token").chmod(0o600)  # kbv serve warns about a token others can read
     command = [args.kbv, "serve", "--port", "0", "--token-file", str(work / "token"),
                "--db", str(work / "serve.sqlite"), "--device", args.device, "--quiet",
                "--cache-dir", args.cache_dir, *args.devices_args, *args.eval_args,
@@ -118,22 +121,26 @@ def run_service(args, work: Path, problem: str, batch: list[tuple[str, str]]) ->
         server.wait(timeout=600)
 
 
-def run_suite(args, work: Path, problem: str, batch: list[tuple[str, str]]) -> dict:
-    problems = work / "problems" / "level1"
+def run_suite(
+    args, work: Path, problem: str, batch: list[tuple[str, str]], name: str = "run"
+) -> dict:
+    """`kbv run` over the batch written as one run's files, into `name`.sqlite."""
+    problems = work / name / "problems" / "level1"
     problems.mkdir(parents=True)
     (problems / "3_ReLU.py").write_text(problem)
-    run = work / "candidates" / "grpo"
+    run = work / name / "candidates" / "grpo"
     run.mkdir(parents=True)
     for k, (_, src) in enumerate(batch):
         (run / f"level_1_problem_3_sample_{k}_kernel.py").write_text(src)
-    command = [args.kbv, "run", "--problems", str(work / "problems"),
-               "--candidates", str(work / "candidates"), "--db", str(work / "run.sqlite"),
+    db_path = work / f"{name}.sqlite"
+    command = [args.kbv, "run", "--problems", str(work / name / "problems"),
+               "--candidates", str(work / name / "candidates"), "--db", str(db_path),
                "--device", args.device, "--quiet", "--cache-dir", args.cache_dir,
                *args.devices_args, *args.eval_args]  # fmt: skip
     started = time.monotonic()
     subprocess.run(command, check=True, capture_output=True, text=True)
     wall = time.monotonic() - started
-    with sqlite3.connect(work / "run.sqlite") as db:
+    with sqlite3.connect(db_path) as db:
         by_sample = dict(db.execute("SELECT sample, verdict FROM results"))
     return {
         "wall_s": wall,
@@ -160,6 +167,13 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "kbv"))
     parser.add_argument("--out", help="write the figures here as JSON")
     parser.add_argument(
+        "--prebuilt",
+        action="store_true",
+        help="build every candidate first (an untimed kbv run over the batch into a database of "
+        "its own), so that both timed sides find every build in the cache: the evaluation's "
+        "throughput apart from compilation",
+    )
+    parser.add_argument(
         "--cold",
         action="store_true",
         help="fresh contents for each side (every candidate that compiles builds): the service "
@@ -180,8 +194,13 @@ def main() -> None:
     tag = os.urandom(4).hex() if args.cold else ""
     batch = samples(args.device, args.samples, f"serve-{tag}-" if tag else "")
     run_batch = samples(args.device, args.samples, f"run-{tag}-") if tag else batch
+    if args.prebuilt and args.cold:
+        parser.error("--prebuilt and --cold contradict each other")
     work = Path(tempfile.mkdtemp(prefix="kbv-serve-bench-"))
     try:
+        prebuilt_s = None
+        if args.prebuilt:
+            prebuilt_s = run_suite(args, work, problem, batch, name="prebuild")["wall_s"]
         service = run_service(args, work, problem, batch)
         suite = run_suite(args, work, problem, run_batch)
     finally:
@@ -196,6 +215,7 @@ def main() -> None:
         "workers_per_device": args.workers_per_device or "default",
         "eval_args": args.eval_args,
         "cold": args.cold,
+        "prebuilt_s": prebuilt_s,
         "serve": service,
         "run": {k: v for k, v in suite.items() if k != "verdicts"},
         "verdicts": {v: suite["verdicts"].count(v) for v in sorted(set(suite["verdicts"]))},

@@ -84,10 +84,19 @@ MemoryLedger::Reservation MemoryLedger::reserve(double bytes) {
     // Woken by every release; also every second, so the passing window closes on time.
     while (!admissible(ticket, bytes)) changed_.wait_for(lock, std::chrono::seconds(1));
     // Admitted before it leaves the queue: the next oldest waits for it, it did not pass it.
-    auto reservation = admit(bytes);
+    // Should admitting throw (bad_alloc), the waiter still leaves: a ghost oldest waiter would
+    // hold back every later reservation.
+    std::optional<Reservation> reservation;
+    try {
+      reservation.emplace(admit(bytes));
+    } catch (...) {
+      leave_queue(ticket);
+      changed_.notify_all();
+      throw;
+    }
     leave_queue(ticket);
     changed_.notify_all();  // the next oldest may now be admissible
-    return reservation;
+    return std::move(*reservation);
   }
   return admit(bytes);
 }

@@ -7,6 +7,7 @@ import collections
 import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -324,7 +325,13 @@ def test_room_for_a_deferred_sensitivity_is_made_only_when_the_runs_are_needed(t
     alone, alone_text, alone_calls = found["1"]
     shared, shared_text, shared_calls = found["2"]
     assert alone["verdict"] == shared["verdict"] == "incorrect", shared["reason"]
-    assert alone["reason"] == shared["reason"]
+
+    # Each run draws its own secret: the same reason, up to the figures of its draws (the
+    # sensitivity's norm is one since protocol version 4).
+    def shape(reason: str) -> str:
+        return re.sub(r"\d+(\.\d+)?(e[+-]?\d+)?", "#", reason)
+
+    assert shape(alone["reason"]) == shape(shared["reason"])
     plan = shared["problem"]["reference"]["plan"]
     assert plan["sensitivity_bytes"] > 0, plan
 
