@@ -3,9 +3,10 @@
 The verified policy (docs/protocol.md "Correctness") judges floating outputs against the float64
 truth t with budgets opened by each element's rounding sensitivity s_i: the RMS over m float64
 runs of how far t_i moves when every float input and parameter element is scaled by (1 + u r),
-r a random sign, u = 2^-11 (TF32). This script draws a problem's cases as kbv does (its hidden
-families), runs an emulated honest TF32 kernel (inputs and parameters rounded to TF32, the
-arithmetic in float32: what a tensor-core kernel does), and reports, per draw and per m, the
+r a standard normal (or a random sign: --law), u = 2^-11 (TF32). This script draws a problem's
+cases as kbv does (its hidden families), runs an emulated honest TF32 kernel (inputs and
+parameters rounded to TF32, the arithmetic in float32: what a tensor-core kernel does), and
+reports, per draw and per m, the
 margins the policy would record:
 
 - elementwise: max_i |c_i - t_i| / max(F (|t_i| + scale), K s_i)
@@ -92,13 +93,19 @@ def sensitivity_runs(
     return squares
 
 
-def margins(candidate, truth, s, floor_rel: float, k: float) -> tuple[float, float]:
+def margins(candidate, truth, s, floor_rel: float, k: float) -> tuple[float, float, float]:
+    """Elementwise margin, normwise over sigma, and the normwise error over the elements the
+    sensitivity does not open (K s_i within the floor): the well-conditioned part."""
     scale = truth.square().mean().sqrt()
-    budget = torch.maximum(floor_rel * (truth.abs() + scale), k * s)
+    floor = floor_rel * (truth.abs() + scale)
+    budget = torch.maximum(floor, k * s)
     elem = ((candidate - truth).abs() / budget).max().item()
     sigma = (s.norm() / truth.norm()).item()
     norm = ((candidate - truth).norm() / truth.norm()).item()
-    return elem, norm / sigma if sigma > 0 else math.inf
+    conditioned = k * s <= floor
+    t_c = truth[conditioned]
+    norm_c = ((candidate[conditioned] - t_c).norm() / t_c.norm()).item() if t_c.numel() else 0.0
+    return elem, norm / sigma if sigma > 0 else math.inf, norm_c
 
 
 def main() -> None:
@@ -138,10 +145,13 @@ def main() -> None:
         row = {"draw": draw, "normwise": ((candidate - truth).norm() / truth.norm()).item()}
         for m in ms:
             s = (sum(squares[:m]) / m).sqrt()
-            elem, norm_over_sigma = margins(candidate, truth, s, args.floor, args.k)
+            elem, norm_over_sigma, norm_conditioned = margins(
+                candidate, truth, s, args.floor, args.k
+            )
             row[f"m{m}"] = {
                 "elementwise_margin": elem,
                 "normwise_over_sigma": norm_over_sigma,
+                "normwise_conditioned": norm_conditioned,
                 "sigma": (s.norm() / truth.norm()).item(),
             }
         rows.append(row)
@@ -149,7 +159,8 @@ def main() -> None:
             f"draw {draw}: normwise {row['normwise']:.3g}; "
             + "; ".join(
                 f"m={m}: elem {row[f'm{m}']['elementwise_margin']:.3f}, "
-                f"norm/sigma {row[f'm{m}']['normwise_over_sigma']:.3f}"
+                f"norm/sigma {row[f'm{m}']['normwise_over_sigma']:.3f}, "
+                f"normwise conditioned {row[f'm{m}']['normwise_conditioned']:.3g}"
                 for m in ms
             ),
             flush=True,
@@ -159,6 +170,7 @@ def main() -> None:
             "elementwise_margin_max": max(r[f"m{m}"]["elementwise_margin"] for r in rows),
             "normwise_over_sigma_max": max(r[f"m{m}"]["normwise_over_sigma"] for r in rows),
             "normwise_over_sigma_min": min(r[f"m{m}"]["normwise_over_sigma"] for r in rows),
+            "normwise_conditioned_max": max(r[f"m{m}"]["normwise_conditioned"] for r in rows),
         }
         for m in ms
     }

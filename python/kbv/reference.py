@@ -1241,7 +1241,7 @@ class ReferenceRole:
     ) -> list[torch.Tensor | None]:
         """Each floating output element's own sensitivity to rounding: the RMS over
         SENSITIVITY_RUNS float64 runs of |f64(perturbed) - truth|, every float input and
-        parameter element scaled by (1 + u * r) with r random signs (drawn from `seed`) and u
+        parameter element scaled by (1 + u * r) with r standard normals (drawn from `seed`) and u
         the precision class's unit roundoff. To first order it is u times the element's
         condition term (sum_k |x_k w_k|-like for a dot product) for any model, so the budget
         opens exactly where large terms cancel. Kept as float32 (one more output-sized tensor
@@ -1556,11 +1556,13 @@ def _over_floor(measurement: dict[str, Any], judge_pass: dict[str, Any]) -> bool
     """Whether a pass measured against the floor alone (its sensitivity deferred) needs the
     sensitivity: some element over the elementwise floor, or the normwise error over the pass's
     normwise budget before the sensitivity opens it (`norm_budget`, absent: no such budget)."""
+    figures = measurement.get("figures") or {}
+    if int(figures.get("nonfinite_mismatches", 0)) > 0:
+        return False  # it fails whatever the sensitivity: no runs for it
     if _elements_over(measurement) > 0:
         return True
     if "norm_budget" not in judge_pass:
         return False
-    figures = measurement.get("figures") or {}
     return _as_float(figures.get("normwise_rel", 0.0)) > _as_float(judge_pass["norm_budget"])
 
 

@@ -110,10 +110,27 @@ std::string normwise_reason(const Outcome& o, const Policy& p) {
                : std::string());
 }
 
+std::string conditioned_normwise_reason(const Outcome& o, const CandidatePass& pass,
+                                        const Policy& p) {
+  return fmt::format(
+      "normwise relative error {:.3g} over the elements whose rounding sensitivity does not open "
+      "their budget exceeds {:.3g} (the larger of the floor {:.3g} and {:g} x the baseline's "
+      "{:.3g}; ill-conditioned elements elsewhere do not widen it)",
+      o.candidate.normwise_conditioned, pass.norm_budget, p.norm_floor, p.baseline_multiplier,
+      o.baseline->normwise_rel);
+}
+
 // The pass's normwise budget opened by the sensitivity's own normwise figure, where the pass
 // read a sensitivity (Policy::sens_norm_multiplier).
 double normwise_budget(const CandidatePass& pass, const ErrorFigures& f, const Policy& p) {
   return std::max(pass.norm_budget, p.sens_norm_multiplier * f.sensitivity_normwise);
+}
+
+// Whether the sensitivity opened the normwise budget: then the elements it does not open keep
+// the pass's own budget (a term summed over every element must not loosen it where rounding is
+// not magnified).
+bool normwise_opened(const CandidatePass& pass, const Outcome& o) {
+  return o.norm_budget > pass.norm_budget;
 }
 
 // The reference against the truth: measured, or (the reference is the truth) no error at all.
@@ -176,6 +193,11 @@ Outcome decide_scaled(const OutputBaseline& b, const CandidatePass& pass, const 
   // failing element.
   o.elem_margin = m.figures.budget_ratio;
   o.norm_margin = m.figures.normwise_rel / nonzero_or_floor(o.norm_budget);
+  const bool opened = normwise_opened(pass, o);
+  if (opened) {
+    o.norm_margin = std::max(*o.norm_margin,
+                             m.figures.normwise_conditioned / nonzero_or_floor(pass.norm_budget));
+  }
   const Judge judge = judge_of(b, pass);
   const std::optional<ReferenceExcess> excess = reference_excess(b, p);
   if (excess) {
@@ -187,6 +209,8 @@ Outcome decide_scaled(const OutputBaseline& b, const CandidatePass& pass, const 
     o.reason = nonfinite_reason(c, judge, m, true);
   } else if (m.figures.normwise_rel > o.norm_budget) {
     o.reason = normwise_reason(o, p);
+  } else if (opened && m.figures.normwise_conditioned > pass.norm_budget) {
+    o.reason = conditioned_normwise_reason(o, pass, p);
   } else if (m.figures.elements_over > 0) {
     o.reason = elementwise_reason(c, judge, m, pass.spec);
     if (excess && excess->admits(m.figures)) {

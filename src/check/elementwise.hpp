@@ -155,6 +155,10 @@ struct PassPartial {
   // Of the sensitivity s over the finite pairs: ||s|| / ||y|| is the normwise error the
   // precision class's rounding is expected to cause (the normwise budget's sensitivity term).
   SquareSum sens;
+  // Of x - y and of y over the finite pairs whose budget the sensitivity does not open (the
+  // floor is the larger): these keep the normwise budget without the sensitivity's term, so
+  // ill-conditioned elements elsewhere never loosen it for them.
+  SquareSum diff_conditioned, judged_conditioned;
 };
 
 KBV_HD inline PassPartial empty_partial() {
@@ -165,7 +169,7 @@ KBV_HD inline PassPartial empty_partial() {
   p.worst_excess = 0;
   p.nonfinite_mismatches = 0;
   p.first_nonfinite_mismatch = -1;
-  p.diff = p.judged = p.sens = empty_squares();
+  p.diff = p.judged = p.sens = p.diff_conditioned = p.judged_conditioned = empty_squares();
   return p;
 }
 
@@ -223,6 +227,11 @@ KBV_HD inline double accumulate_finite(PassPartial& p, std::int64_t index, doubl
   return diff;
 }
 
+// Whether element y's budget is the floor's, not opened by its sensitivity s.
+KBV_HD inline bool conditioned(double y, double s, const PassSpec& spec) {
+  return spec.sens * s <= spec.tol.at(fabs(y));
+}
+
 // Element `index` of the pass: x judged by y, with y's sensitivity s (0 without one).
 KBV_HD inline void accumulate(PassPartial& p, std::int64_t index, double x, double y, double s,
                               const PassSpec& spec) {
@@ -234,6 +243,10 @@ KBV_HD inline void accumulate(PassPartial& p, std::int64_t index, double x, doub
   add_square(p.diff, diff);
   add_square(p.judged, y);
   add_square(p.sens, s);
+  if (conditioned(y, s, spec)) {
+    add_square(p.diff_conditioned, diff);
+    add_square(p.judged_conditioned, y);
+  }
 }
 
 // The figures of a and b together; the same whichever comes first.
@@ -256,6 +269,8 @@ KBV_HD inline PassPartial merge(const PassPartial& a, const PassPartial& b) {
   m.diff = merge_squares(a.diff, b.diff);
   m.judged = merge_squares(a.judged, b.judged);
   m.sens = merge_squares(a.sens, b.sens);
+  m.diff_conditioned = merge_squares(a.diff_conditioned, b.diff_conditioned);
+  m.judged_conditioned = merge_squares(a.judged_conditioned, b.judged_conditioned);
   return m;
 }
 

@@ -54,6 +54,7 @@ json ErrorFigures::to_json() const {
           {"max_rel", encode_double(max_rel)},
           {"normwise_rel", encode_double(normwise_rel)},
           {"sensitivity_normwise", encode_double(sensitivity_normwise)},
+          {"normwise_conditioned", encode_double(normwise_conditioned)},
           {"worst_elem_ratio", encode_double(worst_elem_ratio)},
           {"budget_ratio", encode_double(budget_ratio)},
           {"numel", numel},
@@ -71,6 +72,8 @@ ErrorFigures ErrorFigures::from_json(const json& j) {
   // Absent from the figures of results recorded before protocol version 4.
   f.sensitivity_normwise =
       j.contains("sensitivity_normwise") ? decode_double(j.at("sensitivity_normwise")) : 0.0;
+  f.normwise_conditioned =
+      j.contains("normwise_conditioned") ? decode_double(j.at("normwise_conditioned")) : 0.0;
   // Absent from the figures of results recorded before the sensitivity budget.
   f.budget_ratio = j.contains("budget_ratio") ? decode_double(j.at("budget_ratio")) : 0.0;
   f.numel = j.at("numel").get<int64_t>();
@@ -130,7 +133,11 @@ Measurement finish_measurement(const PassPartial& p, int64_t numel, const PassSp
   f.max_abs = p.max_abs;
   f.max_rel = p.max_rel;
   f.normwise_rel = norm_ratio(p.diff, p.judged);
-  f.sensitivity_normwise = p.sens.sum == 0 ? 0.0 : norm_ratio(p.sens, p.judged);
+  // Only where the pass reads the sensitivity, and never over an all-zero truth (a ratio to
+  // the zero floor would open the budget without bound).
+  const bool reads_sensitivity = spec.sens > 0 && p.sens.sum != 0 && p.judged.sum != 0;
+  f.sensitivity_normwise = reads_sensitivity ? norm_ratio(p.sens, p.judged) : 0.0;
+  f.normwise_conditioned = norm_ratio(p.diff_conditioned, p.judged_conditioned);
   f.worst_elem_ratio = p.worst_elem_ratio;
   f.budget_ratio = p.budget_ratio;
   f.numel = numel;
@@ -212,31 +219,47 @@ PassPartial measure_partial(const TensorView& x, const TensorView& y, const Tens
                             const PassSpec& spec, int64_t first, int64_t count) {
   PassPartial p = empty_partial();
   const double ratio_scale = nonzero_or_floor(spec.scale);
-  std::vector<double> diffs(kBlock);
-  for_each_block(x, &y, sens, first, count,
-                 [&](int64_t at, std::span<double> xs, std::span<double> ys, std::span<double> ss) {
-                   if (!all_finite(xs, ys, spec.threshold)) {
-                     for (size_t i = 0; i < xs.size(); ++i) {
-                       // A pair left out of the norms leaves its sensitivity out too.
-                       if (!ss.empty() && !pair_is_finite(xs[i], ys[i], spec.threshold)) {
-                         ss[i] = 0;
-                       }
-                       screen_nonfinite(p, at + int64_t(i), xs[i], ys[i], spec);
-                     }
-                   }
-                   // A local copy the compiler can keep in registers: stores to `diffs` could alias
-                   // `p`.
-                   PassPartial local = p;
-                   for (size_t i = 0; i < xs.size(); ++i) {
-                     const double s = ss.empty() ? 0.0 : ss[i];
-                     diffs[i] = accumulate_finite(local, at + int64_t(i), xs[i], ys[i], spec,
-                                                  ratio_scale, s);
-                   }
-                   add_block_squares(local.diff, {diffs.data(), xs.size()});
-                   add_block_squares(local.judged, ys);
-                   add_block_squares(local.sens, ss);
-                   p = local;
-                 });
+  std::vector<double> diffs(kBlock), conditioned_diffs, conditioned_ys;
+  if (sens != nullptr) {
+    conditioned_diffs.resize(kBlock);
+    conditioned_ys.resize(kBlock);
+  }
+  for_each_block(
+      x, &y, sens, first, count,
+      [&](int64_t at, std::span<double> xs, std::span<double> ys, std::span<double> ss) {
+        if (!all_finite(xs, ys, spec.threshold)) {
+          for (size_t i = 0; i < xs.size(); ++i) {
+            // A pair left out of the norms leaves its sensitivity out too.
+            if (!ss.empty() && !pair_is_finite(xs[i], ys[i], spec.threshold)) {
+              ss[i] = 0;
+            }
+            screen_nonfinite(p, at + int64_t(i), xs[i], ys[i], spec);
+          }
+        }
+        // A local copy the compiler can keep in registers: stores to `diffs` could alias
+        // `p`.
+        PassPartial local = p;
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const double s = ss.empty() ? 0.0 : ss[i];
+          diffs[i] = accumulate_finite(local, at + int64_t(i), xs[i], ys[i], spec, ratio_scale, s);
+        }
+        add_block_squares(local.diff, {diffs.data(), xs.size()});
+        add_block_squares(local.judged, ys);
+        add_block_squares(local.sens, ss);
+        if (ss.empty()) {  // no sensitivity: every element's budget is the floor
+          add_block_squares(local.diff_conditioned, {diffs.data(), xs.size()});
+          add_block_squares(local.judged_conditioned, ys);
+        } else {
+          for (size_t i = 0; i < xs.size(); ++i) {
+            const bool c = conditioned(ys[i], ss[i], spec);
+            conditioned_diffs[i] = c ? diffs[i] : 0.0;
+            conditioned_ys[i] = c ? ys[i] : 0.0;
+          }
+          add_block_squares(local.diff_conditioned, {conditioned_diffs.data(), xs.size()});
+          add_block_squares(local.judged_conditioned, {conditioned_ys.data(), xs.size()});
+        }
+        p = local;
+      });
   return p;
 }
 

@@ -46,6 +46,9 @@ struct ErrorFigures {
   // normwise error the precision class's rounding of inputs and parameters is expected to cause
   // (an honest TF32 kernel measures about 0.4 of it: bench/sensitivity_calibration.py).
   double sensitivity_normwise = 0;
+  // ||c - t|| / ||t|| over the elements whose budget the sensitivity does not open (all of them
+  // without a sensitivity): the normwise error where rounding is not magnified.
+  double normwise_conditioned = 0;
   nlohmann::json to_json() const;
   static ErrorFigures from_json(const nlohmann::json& j);
 };

@@ -103,7 +103,7 @@ json passes_of(const std::vector<OutputPlan>& plans) {
     json pass = {{"index", p.index}, {"spec", check::pass_spec_to_json(p.pass->spec)}};
     // The normwise budget before the sensitivity opens it: a pass whose sensitivity the
     // reference worker deferred is measured with it when over this (docs/protocol.md).
-    if (p.pass->norm_budget > 0) pass["norm_budget"] = check::encode_double(p.pass->norm_budget);
+    if (p.pass->spec.sens > 0) pass["norm_budget"] = check::encode_double(p.pass->norm_budget);
     passes.push_back(std::move(pass));
   }
   return passes;

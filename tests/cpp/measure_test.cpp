@@ -298,8 +298,11 @@ void expect_same(const ErrorFigures& a, const ErrorFigures& b, bool exact_sums) 
   EXPECT_EQ(a.elements_over, b.elements_over);
   EXPECT_EQ(a.nonfinite_mismatches, b.nonfinite_mismatches);
   EXPECT_EQ(a.scale, b.scale);
+  if (exact_sums) return;  // the legacy pass (exact sums) predates the figures below
   EXPECT_NEAR(a.sensitivity_normwise, b.sensitivity_normwise,
               1e-12 * std::abs(b.sensitivity_normwise));
+  EXPECT_NEAR(a.normwise_conditioned, b.normwise_conditioned,
+              1e-12 * std::abs(b.normwise_conditioned));
 }
 
 class EveryDtype : public ::testing::TestWithParam<DType> {};
@@ -545,6 +548,15 @@ TEST(Elementwise, TheSensitivitysNormIsOverTheJudgedFinitePairsOnly) {
   const TensorView sv = sens.view();
   const Measurement m = measure(candidate, truth, spec, &sv);
   EXPECT_NEAR(m.figures.sensitivity_normwise, 0.05 / 5.0, 1e-8);  // ||(.03,.04)|| / ||(3,4)||
+  // Elements 0 and 1 have their budgets opened by their sensitivity (16 x 0.03 > 0.01 x (3 + 1)),
+  // element 3 (truth 0, exact) is the only one the floor decides: no error there.
+  EXPECT_EQ(m.figures.normwise_conditioned, 0.0);
+  // A pass that does not read it (K = 0) has none, nor one over an all-zero truth.
+  PassSpec unread = spec;
+  unread.sens = 0;
+  EXPECT_EQ(measure(candidate, truth, unread, &sv).figures.sensitivity_normwise, 0.0);
+  const Owned zeros(DType::F64, {0.0, 0.0, 0.0, 0.0});
+  EXPECT_EQ(measure(candidate, zeros, spec, &sv).figures.sensitivity_normwise, 0.0);
   const Measurement back = Measurement::from_json(json::parse(m.to_json().dump()));
   EXPECT_EQ(back.figures.sensitivity_normwise, m.figures.sensitivity_normwise);
   // Element by element (the device's way) the same.

@@ -38,7 +38,7 @@ POLICY = {  # check::Policy for `verified` (version 4)
     "elem_floor": 1e-2,
     "baseline_multiplier": 4.0,
     "sens_multiplier": K,
-    "sens_norm_multiplier": 2.0,
+    "sens_norm_multiplier": 1.5,
     "admit_reference_excess": True,
 }
 SECRET = "deferred-sensitivity-test-secret"

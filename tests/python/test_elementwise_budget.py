@@ -20,6 +20,7 @@ from kbv import reference  # noqa: E402
 F = 1e-2  # check::Policy::elem_floor
 K = 16.0  # check::Policy::sens_multiplier
 NORM_FLOOR = 1e-3  # check::Policy::norm_floor (the CPU baseline's own error is far below it)
+KN = 1.5  # check::Policy::sens_norm_multiplier (protocol version 4)
 ROWS, HALF, SMALL, COLS = 48, 128, 16, 40
 
 
@@ -142,6 +143,8 @@ def test_bf16_inputs_on_a_well_conditioned_problem_still_fail():
     rounded = x.bfloat16().float() * w.bfloat16().float()
     figures = _judge(rounded, truth, sens)
     assert figures["normwise_rel"] > NORM_FLOOR, figures  # rejected, as before the change
+    # ... and under version 4's normwise budget too: over 1.5 x the sensitivity's own norm.
+    assert figures["normwise_rel"] > KN * float(figures["sensitivity_normwise"]) > 0, figures
     exact = _judge(x.double() * w.double(), truth, sens)
     assert _elementwise_passes(exact) and exact["normwise_rel"] < 1e-12
 
@@ -166,7 +169,7 @@ def test_the_sensitivity_is_reproducible_from_its_seed_and_follows_the_terms():
     assert not torch.equal(first, other)
     # The model's own parameters are left exact for the next truth run.
     assert torch.equal(model.w.detach(), w)
-    # First order: u * sqrt(2 * sum_k (x_k w_k)^2) in expectation; two runs scatter around it.
+    # First order: u * sqrt(2 * sum_k (x_k w_k)^2) in expectation; the runs scatter around it.
     terms = (x.double()[:, :, None] * w.double()[None, :, :]).square().sum(dim=1)
     expected = reference.UNIT_ROUNDOFF["tf32"] * (2 * terms).sqrt()
     ratio = (first.double() / expected).median()
