@@ -6,10 +6,11 @@
 # packs /tmp/s21 into $OUT, so send each call at once: the machine goes back 30 s after one).
 # Usage (from the repository root, after `bash scripts/stage_deps.sh` here):
 #   setsid nohup docs/results/h100-2026-12-05-s20/plan/master.sh TOTAL_S > /tmp/s21.log 2>&1 &
-# Steps: build (GRPO skipped without kbv serve); the GPU twins of the sensitivity tests; the GPU
-# flip count under version 4 from zero (10 runs, the 19 honest CUDA files, resumable from
-# $S/flips-cuda/runs.jsonl); the GRPO batch with every build made first (--prebuilt: the
-# evaluation's throughput, serve against kbv run); the zoo's CUDA files under version 4.
+# Steps, issue 19 first (both close it on a GPU): build; the GPU twins of the sensitivity tests;
+# the GPU flip count under version 4 from zero (10 runs of the 19 honest CUDA files: about 750 s
+# at 8 jobs on the H100, resumable from $S/flips-cuda/runs.jsonl); the zoo's CUDA files under
+# version 4; then, with what is left (and kbv serve built), issue 20's GRPO batch with every
+# build made first (--prebuilt: the evaluation's throughput, serve against kbv run).
 set -uo pipefail
 cd "$(dirname "$0")/../../../.."
 TOTAL=${1:-1300}
@@ -38,19 +39,9 @@ say "GPU tests rc=$? in $(( $(date +%s) - t )) s: $(tail -1 $S/tests.txt)"
 
 t=$(date +%s)
 mkdir -p $S/flips-cuda
-timeout $(limit ${FLIPS_S:-600}) python3 bench/flip_count.py --runs 10 --device cuda \
+timeout $(limit ${FLIPS_S:-760}) python3 bench/flip_count.py --runs 10 --device cuda \
   --out $S/flips-cuda --only 'honest/|candidates/' --jobs 8 > $S/flips.txt 2>&1
 say "flip count (v4) rc=$? in $(( $(date +%s) - t )) s: $(wc -l < $S/flips-cuda/runs.jsonl) evaluations; $(tail -1 $S/flips.txt)"
-
-if grep -q "kbv serve: built" $S/build.txt; then
-  t=$(date +%s)
-  timeout $(limit ${GRPO_S:-420}) python3 bench/serve_grpo.py --device cuda --samples 64 \
-    --workers-per-device 4 --prebuilt --cache-dir $KBV_CACHE_DIR --out $S/grpo.json \
-    > $S/grpo.txt 2>&1
-  say "GRPO (--prebuilt) rc=$? in $(( $(date +%s) - t )) s"
-else
-  say "GRPO skipped: kbv serve was not built"
-fi
 
 if [ "$(left)" -gt 120 ]; then
   t=$(date +%s)
@@ -58,5 +49,15 @@ if [ "$(left)" -gt 120 ]; then
     ZOO_PHASE2_S=150 timeout $(limit 470) bench/gpu_zoo.sh > $S/zoo-cuda.txt 2>&1
   say "zoo (CUDA files, v4) rc=$? in $(( $(date +%s) - t )) s"
 fi
+if grep -q "kbv serve: built" $S/build.txt && [ "$(left)" -gt 240 ]; then
+  t=$(date +%s)
+  timeout $(limit ${GRPO_S:-420}) python3 bench/serve_grpo.py --device cuda --samples 64 \
+    --workers-per-device 4 --prebuilt --cache-dir $KBV_CACHE_DIR --out $S/grpo.json \
+    > $S/grpo.txt 2>&1
+  say "GRPO (--prebuilt) rc=$? in $(( $(date +%s) - t )) s"
+else
+  say "GRPO skipped: kbv serve not built or under 240 s left"
+fi
+
 say "disk peak $(cat $S/disk_peak_bytes.txt) bytes beyond the start; done"
 touch $S/DONE
