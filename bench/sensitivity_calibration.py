@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import json
 import math
 import sys
@@ -38,15 +37,13 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 
-from kbv import families  # noqa: E402
+from kbv import families, loading  # noqa: E402
 
 U_TF32 = 2.0**-11
 
 
 def load_problem(path: Path, overrides: dict[str, int]):
-    spec = importlib.util.spec_from_file_location("problem", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = loading.import_file(str(path), "problem")
     for name, value in overrides.items():
         if not hasattr(module, name):
             raise SystemExit(f"{path.name} has no module global '{name}' to override")

@@ -1563,12 +1563,8 @@ def _over_floor(measurement: dict[str, Any], judge_pass: dict[str, Any]) -> bool
         return True
     if "norm_budget" not in judge_pass:
         return False
-    return _as_float(figures.get("normwise_rel", 0.0)) > _as_float(judge_pass["norm_budget"])
-
-
-def _as_float(value: Any) -> float:
-    """A figure as kbv's JSON writes it: a number, or "nan", "inf", "-inf"."""
-    return float(value)
+    # float() reads kbv's JSON figures as written: a number, or "nan", "inf", "-inf".
+    return float(figures.get("normwise_rel", 0.0)) > float(judge_pass["norm_budget"])
 
 
 def _measure(

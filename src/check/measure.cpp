@@ -239,18 +239,18 @@ PassPartial measure_partial(const TensorView& x, const TensorView& y, const Tens
         // A local copy the compiler can keep in registers: stores to `diffs` could alias
         // `p`.
         PassPartial local = p;
-        for (size_t i = 0; i < xs.size(); ++i) {
-          const double s = ss.empty() ? 0.0 : ss[i];
-          diffs[i] = accumulate_finite(local, at + int64_t(i), xs[i], ys[i], spec, ratio_scale, s);
-        }
-        add_block_squares(local.diff, {diffs.data(), xs.size()});
-        add_block_squares(local.judged, ys);
-        add_block_squares(local.sens, ss);
-        if (ss.empty()) {  // no sensitivity: every element's budget is the floor
+        if (ss.empty()) {
+          for (size_t i = 0; i < xs.size(); ++i) {
+            diffs[i] =
+                accumulate_finite(local, at + int64_t(i), xs[i], ys[i], spec, ratio_scale, 0);
+          }
+          // No sensitivity: every element's budget is the floor.
           add_block_squares(local.diff_conditioned, {diffs.data(), xs.size()});
           add_block_squares(local.judged_conditioned, ys);
         } else {
           for (size_t i = 0; i < xs.size(); ++i) {
+            diffs[i] =
+                accumulate_finite(local, at + int64_t(i), xs[i], ys[i], spec, ratio_scale, ss[i]);
             const bool c = conditioned(ys[i], ss[i], spec);
             conditioned_diffs[i] = c ? diffs[i] : 0.0;
             conditioned_ys[i] = c ? ys[i] : 0.0;
@@ -258,6 +258,9 @@ PassPartial measure_partial(const TensorView& x, const TensorView& y, const Tens
           add_block_squares(local.diff_conditioned, {conditioned_diffs.data(), xs.size()});
           add_block_squares(local.judged_conditioned, {conditioned_ys.data(), xs.size()});
         }
+        add_block_squares(local.diff, {diffs.data(), xs.size()});
+        add_block_squares(local.judged, ys);
+        add_block_squares(local.sens, ss);
         p = local;
       });
   return p;
