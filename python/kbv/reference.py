@@ -39,6 +39,7 @@ from . import (
     numerics,
     params,
     roofline,
+    row_chunks,
     scan,
     shared,
     timing,
@@ -223,6 +224,13 @@ class ReferenceRole:
         self._sensitivity_room = True
         self._pending_judge: dict[str, Any] | None = None
         self._redraws_exact: bool | None = None  # a case drawn again is bit for bit the same
+        # The float64 runs a chunk of rows at a time (row_chunks): decided on the first truth
+        # run of the session; the number of chunks of the last truth run; why a problem large
+        # enough to chunk runs whole (its probe's finding).
+        self._row_plan: row_chunks.RowPlan | None = None
+        self._row_plan_decided = False
+        self._row_plan_note = ""
+        self._truth_chunks = 1
         self._initial_sums: dict[str, int] | None = None  # keyed checksums of the initial state
 
     # -- the problem --------------------------------------------------------------------------
@@ -842,6 +850,9 @@ class ReferenceRole:
             "structure": outputs["structure"],
             "truth": outputs["truth_kind"],
             "truth_note": outputs.get("truth_note"),
+            "truth_chunks": outputs["truth_chunks"],
+            # Why a float64 working set large enough to go in chunks of rows went whole.
+            "truth_rows_note": self._row_plan_note or None,
             "baselines": outputs["baselines"],
             "input_rms": max(
                 (families.rms(x) for x in inputs if families.is_float(x)), default=0.0
@@ -1105,9 +1116,15 @@ class ReferenceRole:
                 state_bytes = sum(shared.nbytes(t) for t in self.initial_state.values())
                 # (and the copies of a candidate's outputs over the floor, kept through them)
                 output_bytes = sum(shared.nbytes(o) for o in tf32)
+                # Runs in chunks of rows keep their private draw of the inputs through the run.
+                held_inputs = (
+                    sum(shared.nbytes(x) for x in inputs if torch.is_tensor(x))
+                    if self._truth_chunks > 1
+                    else 0
+                )
                 self._sensitivity_peak = max(
                     self._sensitivity_peak,
-                    truth_peak + 2 * truth_bytes + 2 * state_bytes + output_bytes,
+                    truth_peak + 2 * truth_bytes + 2 * state_bytes + output_bytes + held_inputs,
                 )
             else:
                 sensitivity = self._sensitivity_now(inputs, truth, sensitivity_seed)
@@ -1147,6 +1164,7 @@ class ReferenceRole:
             "baselines": baselines,
             "truth_kind": truth_kind,
             "truth_note": truth_note,
+            "truth_chunks": self._truth_chunks if truth_kind == "float64" else 1,
             "structure": structure,
             "aliases": aliases,
             "tf32_finite": tf32_finite,
@@ -1218,14 +1236,46 @@ class ReferenceRole:
             params.state_tensors(self.model),
             {k: k for k in params.state_tensors(self.model)},
         )
-        inputs64 = [x.to(torch.float64) if families.is_float(x) else x for x in inputs]
-        with torch.no_grad(), _float64_defaults():
-            out, _ = hosting.as_outputs(self.model64(*inputs64))
-        del inputs64
-        _require_tensors(out)
+        self._truth_chunks = 1
+        plan = self._rows_of(inputs, fp32, _to_float64, self._forward64)
+        out = None
+        if plan is not None:
+            try:
+                out = row_chunks.run_into(plan, inputs, _to_float64, self._forward64)
+                self._truth_chunks = len(plan.slices())
+            except Exception as error:  # noqa: BLE001 - a chunk the probe's rows did not foresee
+                if _out_of_memory(error):
+                    raise
+                self._row_plan = None
+                self._row_plan_note = (
+                    f"a run in chunks of rows failed, so runs are whole: "
+                    f"{type(error).__name__}: {str(error)[:200]}"
+                )
+        if out is None:
+            inputs64 = [_to_float64(x) for x in inputs]
+            out = self._forward64(inputs64)
+            del inputs64
         if [o.shape for o in out] != [o.shape for o in fp32]:
             raise ValueError("float64 run changed the output structure")
-        return [o.detach().contiguous() for o in out]
+        return [o.contiguous() for o in out]
+
+    def _forward64(self, inputs64: list) -> list[torch.Tensor]:
+        assert self.model64 is not None
+        with torch.no_grad(), _float64_defaults():
+            out, _ = hosting.as_outputs(self.model64(*inputs64))
+        _require_tensors(out)
+        return [o.detach() for o in out]
+
+    def _rows_of(self, inputs: list, outputs: list, convert, forward) -> row_chunks.RowPlan | None:
+        """The session's plan for float64 runs in chunks of rows (row_chunks), decided on its
+        first truth run: from the shapes, then shown on these inputs by the probe."""
+        if not self._row_plan_decided:
+            plan, why = row_chunks.candidate_plan(inputs, outputs, row_chunks.chunk_bytes())
+            if plan is not None:
+                plan, why = row_chunks.probe(plan, inputs, convert, forward, _out_of_memory)
+                self._row_plan_note = why  # a problem large enough to chunk that runs whole
+            self._row_plan, self._row_plan_decided = plan, True
+        return self._row_plan
 
     def _sensitivity_now(self, inputs: list, truth: list[torch.Tensor], seed: int) -> list:
         """The sensitivity measured at the draw: from `inputs` as they are, under the state the
@@ -1246,7 +1296,8 @@ class ReferenceRole:
         condition term (sum_k |x_k w_k|-like for a dot product) for any model, so the budget
         opens exactly where large terms cancel. Kept as float32 (one more output-sized tensor
         per case; docs/elementwise-budget.md). `draw_run()` gives each run its (inputs, state,
-        release): release() is called once the run's perturbed copies are made."""
+        release): release() is called once the run's perturbed copies are made (after the run
+        where it goes in chunks of rows, which read the inputs chunk by chunk)."""
         assert self.model64 is not None
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
@@ -1262,6 +1313,26 @@ class ReferenceRole:
 
         floating = [o.is_floating_point() for o in truth]
         squares = [torch.zeros_like(t) if f else None for t, f in zip(truth, floating, strict=True)]
+
+        def accumulate(rows: slice | None, out: list[torch.Tensor]) -> None:
+            # `rows` of every output (None: the whole of each, a 0-d loss included).
+            for sq, o, t in zip(squares, out, truth, strict=True):
+                if sq is not None:
+                    # In place: one float64 output-sized temporary at most, not three.
+                    d = o.to(torch.float64)
+                    if rows is None:
+                        sq.add_(d.sub_(t).square_())
+                    else:
+                        sq[rows].add_(d.sub_(t[rows]).square_())
+                    del d
+
+        def perturbed_input(x: Any) -> Any:
+            return perturbed(x) if families.is_float(x) else x
+
+        # In chunks of rows where the truth was (row_chunks): each split input perturbed a chunk
+        # at a time, so a run holds its draw and one chunk's float64 copy, not a float64 copy
+        # of the whole inputs.
+        plan = self._row_plan if self._row_plan_decided else None
         state: dict[str, torch.Tensor] = {}
         try:
             for _ in range(SENSITIVITY_RUNS):
@@ -1273,19 +1344,18 @@ class ReferenceRole:
                         for t in params.state_tensors(self.model64).values():
                             if t.is_floating_point():
                                 t.copy_(perturbed(t))
-                        inputs64 = [perturbed(x) if families.is_float(x) else x for x in inputs]
+                        if plan is not None:
+                            row_chunks.run(
+                                plan, inputs, perturbed_input, self._forward64, accumulate
+                            )
+                            continue
+                        inputs64 = [perturbed_input(x) for x in inputs]
                 finally:
                     del inputs
                     release()
-                with torch.no_grad(), _float64_defaults():
-                    out, _ = hosting.as_outputs(self.model64(*inputs64))
+                out = self._forward64(inputs64)
                 del inputs64
-                for sq, o, t in zip(squares, out, truth, strict=True):
-                    if sq is not None:
-                        # In place: one float64 output-sized temporary at most, not three.
-                        d = o.detach().to(torch.float64)
-                        sq.add_(d.sub_(t).square_())
-                        del d
+                accumulate(None, out)
                 del out
         finally:
             # The float64 model is shared with the next truth run: back to the exact state
@@ -1689,6 +1759,10 @@ def _float64_defaults():
         yield
     finally:
         torch.set_default_dtype(previous)
+
+
+def _to_float64(x: Any) -> Any:
+    return x.to(torch.float64) if families.is_float(x) else x
 
 
 def _release_cached(device: torch.device) -> None:

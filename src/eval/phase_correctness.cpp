@@ -99,6 +99,12 @@ CorrectnessRecord check_correctness(CandidateSide& side, json& cases) {
       if (c.contains("truth_note") && !c["truth_note"].is_null()) {
         outcome["truth_note"] = c["truth_note"];
       }
+      // The float64 truth computed a chunk of rows at a time (python/kbv/row_chunks.py), or why
+      // a working set that large was not.
+      if (c.value("truth_chunks", 1) > 1) outcome["truth_chunks"] = c["truth_chunks"];
+      if (c.contains("truth_rows_note") && !c["truth_rows_note"].is_null()) {
+        outcome["truth_rows_note"] = c["truth_rows_note"];
+      }
       if (!judged.outputs.passed) outcome["reason"] = judged.outputs.reason;
       side.cases.remember(id, judged.slot_checksums);
     }

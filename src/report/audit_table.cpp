@@ -62,6 +62,8 @@ json to_json(const AuditRow& r) {
           {"worst_reference_budget_ratio", opt(r.worst_reference_budget_ratio)},
           {"floor_judged_cases", r.floor_judged},
           {"truth_float32_cases", r.truth_float32},
+          {"truth_chunks", r.truth_chunks},
+          {"truth_rows_note", r.truth_rows_note},
           {"tf32_ms", opt(r.tf32_ms)},
           {"fp32_ms", opt(r.fp32_ms)},
           {"fp32_over_tf32", opt(r.fp32_over_tf32)},
@@ -109,6 +111,10 @@ AuditRow audit_row(const json& result) {
     if (!family.is_object()) continue;
     for (const auto& c : family.value("cases", json::array())) {
       if (c.value("truth", "float64") == "float32") ++r.truth_float32;
+      r.truth_chunks = std::max(r.truth_chunks, c.value("truth_chunks", 1));
+      if (c.contains("truth_rows_note") && c["truth_rows_note"].is_string()) {
+        r.truth_rows_note = c["truth_rows_note"].get<std::string>();
+      }
       bool over = false;
       // An integer output has no budget of this kind: a case is counted when a floating
       // output was judged against the floor and none needed its sensitivity.
@@ -168,20 +174,20 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
     std::string out =
         "problem,verdict,fits,alone,seconds,degenerate,reference_fails_float64,"
         "worst_reference_normwise,reference_over_budget_cases,worst_reference_budget_ratio,"
-        "floor_judged_cases,truth_float32_cases,tf32_ms,fp32_ms,fp32_over_tf32,"
+        "floor_judged_cases,truth_float32_cases,truth_chunks,tf32_ms,fp32_ms,fp32_over_tf32,"
         "self_speedup,self_ci_low,self_ci_high,peak_bytes,flags,reason\n";
     for (const auto& r : rows) {
       std::string flags;
       for (const auto& f : r.flags) flags += (flags.empty() ? "" : " ") + f;
-      out += fmt::format("{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-                         escape_csv(r.problem), r.verdict, escape_csv(r.fits), r.alone, r.seconds,
-                         r.degenerate, r.reference_fails_float64,
-                         cell(r.worst_reference_normwise, "{:.3g}"), r.reference_over_budget,
-                         cell(r.worst_reference_budget_ratio, "{:.3g}"), r.floor_judged,
-                         r.truth_float32, cell(r.tf32_ms, "{:.6g}"), cell(r.fp32_ms, "{:.6g}"),
-                         cell(r.fp32_over_tf32, "{:.4g}"), cell(r.self_speedup, "{:.4g}"),
-                         cell(r.self_low, "{:.4g}"), cell(r.self_high, "{:.4g}"),
-                         cell(r.peak_bytes, "{:.0f}"), escape_csv(flags), escape_csv(r.reason));
+      out += fmt::format(
+          "{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+          escape_csv(r.problem), r.verdict, escape_csv(r.fits), r.alone, r.seconds, r.degenerate,
+          r.reference_fails_float64, cell(r.worst_reference_normwise, "{:.3g}"),
+          r.reference_over_budget, cell(r.worst_reference_budget_ratio, "{:.3g}"), r.floor_judged,
+          r.truth_float32, r.truth_chunks, cell(r.tf32_ms, "{:.6g}"), cell(r.fp32_ms, "{:.6g}"),
+          cell(r.fp32_over_tf32, "{:.4g}"), cell(r.self_speedup, "{:.4g}"),
+          cell(r.self_low, "{:.4g}"), cell(r.self_high, "{:.4g}"), cell(r.peak_bytes, "{:.0f}"),
+          escape_csv(flags), escape_csv(r.reason));
     }
     return out;
   }
@@ -211,8 +217,14 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
                                cell(r.worst_reference_budget_ratio, "{:.2g}"));
     }
     if (r.truth_float32 > 0) reference += fmt::format("; float32 truth on {}", r.truth_float32);
+    std::string fits = r.fits;
+    if (r.truth_chunks > 1) {
+      fits += fmt::format("; float64 truth in {} chunks of rows", r.truth_chunks);
+    } else if (!r.truth_rows_note.empty()) {
+      fits += "; float64 truth in one run: " + r.truth_rows_note;
+    }
     out += fmt::format("| {} | {} | {} | {:.1f} | {} | {} | {} | {} | {} |\n", r.problem,
-                       escape_md(check.substr(0, 160)), escape_md(r.fits), r.seconds,
+                       escape_md(check.substr(0, 160)), escape_md(fits), r.seconds,
                        r.degenerate ? escape_md(r.degenerate_why) : "", reference,
                        ratio(r.fp32_over_tf32), self, gib(r.peak_bytes));
   }

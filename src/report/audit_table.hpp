@@ -35,6 +35,10 @@ struct AuditRow {
   // runs were never made (docs/protocol.md, deferred sensitivity): the audit's own speed lever.
   int floor_judged = 0;
   int truth_float32 = 0;  // cases whose truth fell back to float32 (recorded reasons)
+  // The float64 truth run a chunk of rows at a time (the most chunks of any case; 1: whole),
+  // or why a working set that large went whole (python/kbv/row_chunks.py).
+  int truth_chunks = 1;
+  std::string truth_rows_note;
   std::optional<double> tf32_ms, fp32_ms, fp32_over_tf32;
   std::optional<double> self_speedup, self_low, self_high;  // vs TF32: the noise floor
   std::optional<double> peak_bytes;

@@ -1,7 +1,8 @@
 """`kbv audit --problems DIR` end to end on the CPU: every problem's reference evaluated as its
 own candidate (in two shards, merged), the table written, a suite's own tooling beside its
 problems (KernelBench's src/ and scripts/) left out, and a second run resuming from the database
-(nothing evaluated again)."""
+(nothing evaluated again). The float64 truth goes in chunks of rows (KBV_TRUTH_CHUNK_BYTES made
+small, as KernelBench's large problems go at the default) and every self-check still passes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from conftest import PROBLEMS, REPO, kbv_binary
 
 
 @pytest.mark.e2e
-def test_audit_tabulates_every_problem_and_resumes(tmp_path, cache_dir):
+def test_audit_tabulates_every_problem_and_resumes(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setenv("KBV_TRUTH_CHUNK_BYTES", str(16 * 1024))  # the workers inherit it
     suite = tmp_path / "suite"
     (suite / "level1").mkdir(parents=True)
     (suite / "level2").mkdir(parents=True)
@@ -75,3 +77,9 @@ def test_audit_tabulates_every_problem_and_resumes(tmp_path, cache_dir):
              for row in json.loads(as_json.read_text())}  # fmt: skip
     assert floor["3_ReLU"] == floor["2_Gemm_Scale_Sigmoid"] == 5, floor
     assert floor["4_Reference_Excess"] < 5, floor
+    # Rows apart: the ReLU and the Gemm's truths in chunks of rows, said in the table's `fits`.
+    chunks = {row["problem"].split("/")[-1]: row["truth_chunks"]
+              for row in json.loads(as_json.read_text())}  # fmt: skip
+    assert chunks["3_ReLU"] > 1 and chunks["2_Gemm_Scale_Sigmoid"] > 1, chunks
+    relu = next(row for row in rows if "3_ReLU" in row)
+    assert f"float64 truth in {chunks['3_ReLU']} chunks of rows" in relu, relu
