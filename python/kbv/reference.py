@@ -230,7 +230,9 @@ class ReferenceRole:
         self._row_plan: row_chunks.RowPlan | None = None
         self._row_plan_decided = False
         self._row_plan_note = ""
-        self._truth_chunks = 1
+        self._truth_chunks = 1  # of the last float64 truth run, and why it went whole if so
+        self._truth_rows_note = ""
+        self._chunked_runs = 0  # which chunk boundary the next run's check looks across
         self._initial_sums: dict[str, int] | None = None  # keyed checksums of the initial state
 
     # -- the problem --------------------------------------------------------------------------
@@ -851,8 +853,14 @@ class ReferenceRole:
             "truth": outputs["truth_kind"],
             "truth_note": outputs.get("truth_note"),
             "truth_chunks": outputs["truth_chunks"],
-            # Why a float64 working set large enough to go in chunks of rows went whole.
-            "truth_rows_note": self._row_plan_note or None,
+            # The chunks' rows, or why a float64 working set large enough to go in chunks went
+            # whole (python/kbv/row_chunks.py).
+            "truth_rows": (
+                self._row_plan.to_json()
+                if outputs["truth_chunks"] > 1 and self._row_plan is not None
+                else None
+            ),
+            "truth_rows_note": outputs["truth_rows_note"] or None,
             "baselines": outputs["baselines"],
             "input_rms": max(
                 (families.rms(x) for x in inputs if families.is_float(x)), default=0.0
@@ -1165,6 +1173,7 @@ class ReferenceRole:
             "truth_kind": truth_kind,
             "truth_note": truth_note,
             "truth_chunks": self._truth_chunks if truth_kind == "float64" else 1,
+            "truth_rows_note": self._truth_rows_note if truth_kind == "float64" else "",
             "structure": structure,
             "aliases": aliases,
             "tf32_finite": tf32_finite,
@@ -1198,6 +1207,8 @@ class ReferenceRole:
                     # A copy keeps what the model's code captured (a lambda over a submodule,
                     # as minGPT's block has): a model built anew captures its own float64 parts.
                     self.model64, self._model64_kind = None, "constructed"
+                    # Its rows are shown again: a probe of the broken copy showed nothing.
+                    self._row_plan, self._row_plan_decided, self._row_plan_note = None, False, ""
                     continue
                 note = (
                     "the problem does not run in float64: "
@@ -1238,19 +1249,37 @@ class ReferenceRole:
         )
         self._truth_chunks = 1
         plan = self._rows_of(inputs, fp32, _to_float64, self._forward64)
+        self._truth_rows_note = self._row_plan_note
         out = None
+        if plan is not None and not plan.holds_for(inputs):
+            plan = None
+            self._truth_rows_note = "this case's inputs are not the shapes its plan was made for"
         if plan is not None:
             try:
                 out = row_chunks.run_into(plan, inputs, _to_float64, self._forward64)
-                self._truth_chunks = len(plan.slices())
+                mixed = row_chunks.window_differs(
+                    plan, inputs, _to_float64, self._forward64, out, self._chunked_runs
+                )
+                self._chunked_runs += 1
             except Exception as error:  # noqa: BLE001 - a chunk the probe's rows did not foresee
                 if _out_of_memory(error):
                     raise
-                self._row_plan = None
-                self._row_plan_note = (
-                    f"a run in chunks of rows failed, so runs are whole: "
+                # This case alone goes whole: the plan (and what the memory plan reserved after
+                # the first draw, in chunks) stays for the others.
+                out, mixed = None, ""
+                self._truth_rows_note = (
+                    f"the run in chunks of rows failed on this case, so it went whole: "
                     f"{type(error).__name__}: {str(error)[:200]}"
                 )
+            if mixed:
+                # The probe's case hid it: rows mix on this one. Whole from now on (a run larger
+                # than the first draws reserved for may run out of memory: a harness fault,
+                # evaluated again alone, never a truth from mixed rows).
+                out = None
+                self._row_plan = None
+                self._row_plan_note = self._truth_rows_note = mixed
+            elif out is not None:
+                self._truth_chunks = len(plan.slices())
         if out is None:
             inputs64 = [_to_float64(x) for x in inputs]
             out = self._forward64(inputs64)
@@ -1287,7 +1316,11 @@ class ReferenceRole:
         )
 
     def _sensitivity(
-        self, draw_run: Callable[[], tuple], truth: list[torch.Tensor], seed: int
+        self,
+        draw_run: Callable[[], tuple],
+        truth: list[torch.Tensor],
+        seed: int,
+        in_chunks: bool = True,
     ) -> list[torch.Tensor | None]:
         """Each floating output element's own sensitivity to rounding: the RMS over
         SENSITIVITY_RUNS float64 runs of |f64(perturbed) - truth|, every float input and
@@ -1332,8 +1365,9 @@ class ReferenceRole:
         # In chunks of rows where the truth was (row_chunks): each split input perturbed a chunk
         # at a time, so a run holds its draw and one chunk's float64 copy, not a float64 copy
         # of the whole inputs.
-        plan = self._row_plan if self._row_plan_decided else None
+        plan = self._row_plan if self._row_plan_decided and in_chunks else None
         state: dict[str, torch.Tensor] = {}
+        failed: BaseException | None = None
         try:
             for _ in range(SENSITIVITY_RUNS):
                 state = {}  # the last run's (a private draw's) goes before the next is drawn
@@ -1344,7 +1378,7 @@ class ReferenceRole:
                         for t in params.state_tensors(self.model64).values():
                             if t.is_floating_point():
                                 t.copy_(perturbed(t))
-                        if plan is not None:
+                        if plan is not None and plan.holds_for(inputs):
                             row_chunks.run(
                                 plan, inputs, perturbed_input, self._forward64, accumulate
                             )
@@ -1357,11 +1391,20 @@ class ReferenceRole:
                 del inputs64
                 accumulate(None, out)
                 del out
+        except Exception as error:  # noqa: BLE001 - only a run in chunks is tried again
+            if plan is None or _out_of_memory(error):
+                raise
+            failed = error
         finally:
             # The float64 model is shared with the next truth run: back to the exact state
             # (each truth run loads its own state as well).
             if state:
                 params.load_into(self.model64, state, {k: k for k in state})
+        if failed is not None:
+            # As the truth does: a run in chunks that fails goes whole (all eight again, from
+            # the same seed, so the measurement is still the same for the same case).
+            del squares
+            return self._sensitivity(draw_run, truth, seed, in_chunks=False)
         result: list[torch.Tensor | None] = []
         for i, sq in enumerate(squares):
             squares[i] = None  # each float64 sum goes as soon as its float32 copy is made

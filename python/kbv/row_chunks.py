@@ -15,10 +15,18 @@ must agree to float64 rounding (non-finite positions identical). A forward that 
 (batch statistics, a loss over the batch, a view hard-coded to the batch size) differs or fails
 there, and its truth stays one run. A problem too small to gain keeps one run without a probe.
 
-Which inputs are split: every tensor input whose leading dimension is the batch (the first
-floating input's), unless the probe shows the forward mixes their rows; then only the first
-input, which a matmul's right operand of the same size (a square A @ B) needs, is tried.
-Every output must have the batch as its leading dimension."""
+Which inputs are split: every floating tensor input whose leading dimension is the batch (the
+first floating input's), unless the probe shows the forward mixes their rows; then only the
+first, which a matmul's right operand of the same size (a square A @ B) needs, is tried. Integer
+tensors pass whole: an index into the batch would point past a chunk (on a GPU, a device-side
+assert that ends the worker). Every output must have the batch as its leading dimension.
+
+The probe sees one case. A forward that mixes rows only on some data (a sum over the batch of the
+negative part, zero on the first case's `torch.rand`) or at some positions would pass it, so every
+run in chunks is checked as well: two rows across a chunk boundary (a different boundary each
+run) computed as a batch of their own must agree with what their chunks gave. Where they do not,
+that run and every later one of the session go whole. A probe whose outputs are all zero or
+mostly not finite says nothing about the rows, and chunks nothing."""
 
 from __future__ import annotations
 
@@ -65,6 +73,15 @@ class RowPlan:
             for start in range(0, self.rows, self.chunk_rows)
         ]
 
+    def holds_for(self, inputs: Sequence[Any]) -> bool:
+        """Whether `inputs` have the shapes the plan was made for (its split inputs lead with
+        its rows)."""
+        return all(
+            i < len(inputs) and torch.is_tensor(inputs[i]) and inputs[i].dim() > 0
+            and inputs[i].shape[0] == self.rows
+            for i in self.split
+        )  # fmt: skip
+
     def to_json(self) -> dict[str, Any]:
         return {
             "rows": self.rows,
@@ -92,7 +109,9 @@ def candidate_plan(
         return None, "no floating input with a batch dimension"
     rows = int(first.shape[0])
     split = tuple(
-        i for i, x in enumerate(inputs) if torch.is_tensor(x) and x.dim() > 0 and x.shape[0] == rows
+        i
+        for i, x in enumerate(inputs)
+        if torch.is_tensor(x) and x.is_floating_point() and x.dim() > 0 and x.shape[0] == rows
     )
     per_row = sum(_row_bytes(inputs[i], rows) for i in split)
     # The outputs twice: the chunk's own and its place in the float64 truth being filled.
@@ -219,5 +238,49 @@ def probe(
                 f"{shown}): the forward mixes rows"
             )
             continue
+        if not all(_informative(t) for t in together):
+            return None, (
+                f"rows 0-{2 * half - 1} of the first case are all zero or mostly not finite: "
+                "they cannot show that the forward keeps rows apart"
+            )
         return RowPlan(plan.rows, plan.chunk_rows, split), ""
     return None, why[:300]
+
+
+def _informative(t: torch.Tensor) -> bool:
+    """Whether an output can show a difference: an integer output always; a floating one where
+    at least half its elements are finite and the finite ones are not all zero."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return True
+    finite = torch.isfinite(t)
+    if int(finite.sum()) * 2 < t.numel():
+        return False
+    return bool((t[finite] != 0).any())
+
+
+def window_differs(
+    plan: RowPlan,
+    inputs: Sequence[Any],
+    convert: Callable[[Any], Any],
+    forward: Callable[[list], list[torch.Tensor]],
+    gathered: Sequence[torch.Tensor],
+    turn: int,
+) -> str:
+    """The check of one run in chunks: the two rows across chunk boundary number `turn` (modulo
+    the boundaries) computed as a batch of their own, against what their chunks gave in
+    `gathered`. Returns why they differ, or "" where they agree."""
+    starts = [rows.start for rows in plan.slices()[1:]]
+    boundary = starts[turn % len(starts)]
+    window = slice(boundary - 1, boundary + 1)
+    sub = [x[window] if i in plan.split else x for i, x in enumerate(inputs)]
+    alone = forward([convert(x) for x in sub])
+    if len(alone) != len(gathered):
+        return "two rows computed alone gave another number of outputs"
+    differences = [same_rows(a, g[window]) for a, g in zip(alone, gathered, strict=True)]
+    if any(d is None or d > PROBE_TOLERANCE for d in differences):
+        shown = ", ".join("differ" if d is None else f"{d:.2e}" for d in differences)
+        return (
+            f"rows {window.start}-{window.stop - 1} computed alone and in their chunks differ "
+            f"(normwise {shown}): the forward mixes rows on this case"
+        )
+    return ""

@@ -101,7 +101,10 @@ CorrectnessRecord check_correctness(CandidateSide& side, json& cases) {
       }
       // The float64 truth computed a chunk of rows at a time (python/kbv/row_chunks.py), or why
       // a working set that large was not.
-      if (c.value("truth_chunks", 1) > 1) outcome["truth_chunks"] = c["truth_chunks"];
+      if (c.value("truth_chunks", 1) > 1) {
+        outcome["truth_chunks"] = c["truth_chunks"];
+        if (c.contains("truth_rows")) outcome["truth_rows"] = c["truth_rows"];
+      }
       if (c.contains("truth_rows_note") && !c["truth_rows_note"].is_null()) {
         outcome["truth_rows_note"] = c["truth_rows_note"];
       }

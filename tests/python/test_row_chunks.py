@@ -127,6 +127,90 @@ def get_init_inputs():
 """
 
 
+# Mixes rows only where inputs are negative: the first case (native, torch.rand) hides it.
+MIXES_ON_SOME_DATA = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x + x.clamp(max=0).sum(dim=0, keepdim=True)
+
+
+def get_inputs():
+    return [torch.rand(96, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# KernelBench level1/14: the mask follows the row's position in the batch.
+TRIANGULAR_MATMUL = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.tril(a @ b)
+
+
+def get_inputs():
+    return [torch.randn(64, 64), torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# Zero wherever torch.rand draws (the first case): rows that cannot show anything.
+ZERO_ON_THE_FIRST_CASE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(-x) * x.mean()
+
+
+def get_inputs():
+    return [torch.rand(96, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# A deep copy keeps calling the float32 submodule (minGPT's lambda): the copy's float64 run
+# fails, the model is built anew, and its rows are shown again.
+CAPTURED_SUBMODULE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mlp = nn.ModuleDict(dict(c_fc=nn.Linear(64, 128), c_proj=nn.Linear(128, 32)))
+        m = self.mlp
+        self.mlpf = lambda x: m.c_proj(torch.tanh(m.c_fc(x)))
+
+    def forward(self, x):
+        return self.mlpf(x)
+
+
+def get_inputs():
+    return [torch.randn(96, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 def _case(role, family: str = "native", draw: int = 0) -> reference.Case:
     case_id = f"{family}-{draw}"
     role.cmd_prepare_case(
@@ -281,3 +365,97 @@ def test_the_sensitivity_in_chunks_measures_what_one_run_measures(
     assert float(elementwise.median()) == pytest.approx(1.0, abs=0.15)
     # And it is deterministic: measured again from the same seed, bit for bit.
     assert torch.equal(_deferred_sensitivity(chunked_role, chunked_case), chunked)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rows_that_mix_only_on_a_later_case_are_caught_there(reference_roles, small_chunks, device):
+    role = reference_roles(MIXES_ON_SOME_DATA, device)
+    first = _case(role)  # torch.rand: no negative part, the probe sees rows apart
+    assert first.figures["truth_chunks"] > 1, first.figures
+    later = _case(role, "h2_mixed_sign", 0)
+    assert later.figures["truth_chunks"] == 1
+    assert "mixes rows on this case" in later.figures["truth_rows_note"]
+    torch.testing.assert_close(later.judged[0], _whole_float64(role, later)[0], rtol=1e-13, atol=0)
+    assert role._row_plan is None  # and every later run of the session goes whole
+    assert _case(role, "h3_wide_range", 0).figures["truth_chunks"] == 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_triangular_matmul_keeps_one_run(reference_roles, small_chunks, device):
+    role = reference_roles(TRIANGULAR_MATMUL, device)
+    case = _case(role)
+    assert case.figures["truth_chunks"] == 1
+    assert "the forward mixes rows" in case.figures["truth_rows_note"]
+    a, b = case.inputs.as_list()
+    torch.testing.assert_close(case.judged[0], torch.tril(a.double() @ b.double()))
+
+
+def test_a_first_case_whose_rows_show_nothing_chunks_nothing(reference_roles, small_chunks):
+    role = reference_roles(ZERO_ON_THE_FIRST_CASE)
+    case = _case(role)
+    assert case.figures["truth_chunks"] == 1
+    assert "cannot show" in case.figures["truth_rows_note"], case.figures["truth_rows_note"]
+
+
+def test_a_model_built_anew_for_float64_has_its_rows_shown_again(reference_roles, small_chunks):
+    role = reference_roles(CAPTURED_SUBMODULE)
+    case = _case(role)
+    assert role._model64_kind == "constructed"
+    assert case.figures["truth"] == "float64" and case.figures["truth_chunks"] > 1, case.figures
+    (x,) = case.inputs.as_list()
+    m = role.model.mlp
+    expected = torch.nn.functional.linear(
+        torch.tanh(torch.nn.functional.linear(x.double(), m.c_fc.weight.double(),
+                                              m.c_fc.bias.double())),
+        m.c_proj.weight.double(), m.c_proj.bias.double(),
+    )  # fmt: skip
+    torch.testing.assert_close(case.judged[0], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_out_of_memory_in_the_probe_is_a_shortage_and_the_rows_are_shown_again(
+    reference_roles, small_chunks, monkeypatch
+):
+    role = reference_roles(ROWWISE)
+    real = role._forward64
+    calls = []
+
+    def short_once(inputs64):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 12.00 GiB")
+        return real(inputs64)
+
+    monkeypatch.setattr(role, "_forward64", short_once)
+    case = _case(role)
+    assert case.figures["truth"] == "float64" and case.figures["truth_chunks"] > 1, case.figures
+    assert len(calls) > 2  # the probe ran again after the cases were let go
+
+
+def test_a_run_in_chunks_that_fails_on_one_case_sends_that_case_whole(
+    reference_roles, small_chunks, monkeypatch
+):
+    role = reference_roles(ROWWISE)
+    first = _case(role)
+    assert first.figures["truth_chunks"] > 1
+    real = row_chunks.run_into
+
+    def fails(*args, **kwargs):
+        raise ValueError("a chunk this case's data breaks")
+
+    monkeypatch.setattr(row_chunks, "run_into", fails)
+    broken = _case(role, "h2_mixed_sign", 0)
+    assert broken.figures["truth_chunks"] == 1
+    assert "failed on this case" in broken.figures["truth_rows_note"]
+    torch.testing.assert_close(
+        broken.judged[0], _whole_float64(role, broken)[0], rtol=1e-13, atol=0
+    )
+    monkeypatch.setattr(row_chunks, "run_into", real)
+    assert _case(role, "h3_wide_range", 0).figures["truth_chunks"] > 1  # the plan stayed
+
+
+def test_integer_inputs_pass_whole():
+    x = torch.zeros(1000, 256)
+    index = torch.zeros(1000, dtype=torch.int64)  # an index into the batch, say
+    plan, _ = row_chunks.candidate_plan([x, index], [torch.zeros(1000, 8)], budget=40 * 1024)
+    assert plan is not None and plan.split == (0,)
+    assert plan.holds_for([x, index]) and not plan.holds_for([x[:10], index])
