@@ -20,9 +20,12 @@ limit() { local want=$1 l; l=$(( $(left) - 5 )); [ "$l" -lt "$want" ] && want=$l
 nvidia-smi > "$S/nvidia-smi.txt" 2>&1
 ( while true; do nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader \
     >> "$S/gpu_samples.csv" 2>/dev/null; sleep 2; done ) &
+PLAN_SAMPLERS="$!"
 ( base=$(df --output=used -B1 / | tail -1); peak=0
   while true; do d=$(( $(df --output=used -B1 / | tail -1) - base ))
     [ "$d" -gt "$peak" ] && peak=$d; echo "$peak" > "$S/disk_peak_bytes.txt"; sleep 1; done ) &
+PLAN_SAMPLERS="$PLAN_SAMPLERS $!"
+trap 'kill $PLAN_SAMPLERS 2>/dev/null' EXIT  # the samplers end with the plan
 git log -1 --format='%H %s' > "$S/commit.txt" 2>/dev/null
 if ! bench/gpu_build.sh "$S/build.log" > "$S/build.txt"; then
   say "build failed"; touch "$S/DONE"; exit 1
