@@ -3,8 +3,9 @@
 # session 20's plan, which never ran: the GPU twins of the sensitivity and row-chunk tests; the
 # GPU flip count under protocol 4 from zero (10 runs of the 19 honest CUDA files: about 750 s
 # at 8 jobs on the H100, resumable from $S/flips-cuda/runs.jsonl); the zoo's CUDA files under
-# version 4. Then issue 18's question for the float64 truth in chunks of rows: the heavy
-# KernelBench problems session 19 audited (the 6 GB activations, 63_conv_standard_2D), whose
+# version 4. Then issue 18's question for the float64 truth in chunks of rows: one draw of five
+# heavy problems with the truth whole and in chunks (bench/truth_rows.py: the draw's peak, its
+# seconds, the truths' agreement); the heavy KernelBench problems session 19 audited (the 6 GB activations, 63_conv_standard_2D), whose
 # `problem.reference.plan.working_bytes` and `evaluated_alone` compare with session 19's
 # (h100-2026-12-05-s19/audit.sqlite: Softsign 83.8 GB working). Then issue 20's GRPO batch
 # (--prebuilt) with what is left.
@@ -34,6 +35,15 @@ if [ "$(left)" -gt 120 ]; then
   OUT=$S/zoo-cuda ZOO_ONLY='^(hacks|honest)/cuda/' ZOO_PHASE1_S=$(limit 300) \
     ZOO_PHASE2_S=150 timeout $(limit 470) bench/gpu_zoo.sh > $S/zoo-cuda.txt 2>&1
   say "zoo (CUDA files, v4) rc=$? in $(( $(date +%s) - t )) s"
+fi
+
+if [ "$(left)" -gt 120 ]; then
+  t=$(date +%s)
+  timeout $(limit 240) python3 bench/truth_rows.py --device cuda --out $S/truth_rows.jsonl \
+    .kb/level1/19_ReLU.py .kb/level1/30_Softsign.py .kb/level1/23_Softmax.py \
+    .kb/level1/63_conv_standard_2D__square_input__square_kernel.py \
+    .kb/level1/45_Average_Pooling_2D.py > $S/truth_rows.md 2>&1
+  say "truth in chunks against one run, one draw each: rc=$? in $(( $(date +%s) - t )) s"
 fi
 
 if [ "$(left)" -gt 150 ]; then
