@@ -23,8 +23,9 @@ assert that ends the worker). Every output must have the batch as its leading di
 
 The probe sees one case. A forward that mixes rows only on some data (a sum over the batch of the
 negative part, zero on the first case's `torch.rand`) or at some positions would pass it, so every
-run in chunks is checked as well: two rows across a chunk boundary (a different boundary each
-run) computed as a batch of their own must agree with what their chunks gave. Where they do not,
+run in chunks is checked as well: the last row before a chunk boundary (a different boundary each
+run) computed alone must agree with what its chunk gave (two rows across the boundary where
+chunks are one row). Where they do not,
 that run and every later one of the session go whole. A probe whose outputs are all zero or
 mostly not finite says nothing about the rows, and chunks nothing."""
 
@@ -266,21 +267,24 @@ def window_differs(
     gathered: Sequence[torch.Tensor],
     turn: int,
 ) -> str:
-    """The check of one run in chunks: the two rows across chunk boundary number `turn` (modulo
-    the boundaries) computed as a batch of their own, against what their chunks gave in
-    `gathered`. Returns why they differ, or "" where they agree."""
+    """The check of one run in chunks: the last row before chunk boundary number `turn` (modulo
+    the boundaries) computed alone, against what its chunk gave in `gathered` (rows that mix, or
+    a row that depends on its position in the batch, differ). With chunks of one row a row alone
+    is what its chunk computed, so there the two rows across the boundary are computed as a
+    batch of their own. It costs a forward of 1/B of the batch (2/B with chunks of one row).
+    Returns why they differ, or "" where they agree."""
     starts = [rows.start for rows in plan.slices()[1:]]
     boundary = starts[turn % len(starts)]
-    window = slice(boundary - 1, boundary + 1)
+    window = slice(boundary - 1, boundary + 1 if plan.chunk_rows == 1 else boundary)
     sub = [x[window] if i in plan.split else x for i, x in enumerate(inputs)]
     alone = forward([convert(x) for x in sub])
     if len(alone) != len(gathered):
-        return "two rows computed alone gave another number of outputs"
+        return "rows computed alone gave another number of outputs"
     differences = [same_rows(a, g[window]) for a, g in zip(alone, gathered, strict=True)]
     if any(d is None or d > PROBE_TOLERANCE for d in differences):
         shown = ", ".join("differ" if d is None else f"{d:.2e}" for d in differences)
         return (
-            f"rows {window.start}-{window.stop - 1} computed alone and in their chunks differ "
+            f"rows {window.start}-{window.stop - 1} computed alone and in their chunk differ "
             f"(normwise {shown}): the forward mixes rows on this case"
         )
     return ""

@@ -347,10 +347,19 @@ def test_the_sensitivity_in_chunks_measures_what_one_run_measures(
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_rows_that_mix_only_on_a_later_case_are_caught_there(reference_roles, small_chunks, device):
+@pytest.mark.parametrize(
+    ("budget", "chunk_rows"),
+    [(SMALL, 5), ("3000", 1)],  # a row alone against its chunk; two rows where chunks are one
+    ids=["rows", "one_row_chunks"],
+)
+def test_rows_that_mix_only_on_a_later_case_are_caught_there(
+    reference_roles, monkeypatch, device, budget, chunk_rows
+):
+    monkeypatch.setenv("KBV_TRUTH_CHUNK_BYTES", budget)
     role = reference_roles(MIXES_ON_SOME_DATA, device)
     first = _case(role)  # torch.rand: no negative part, the probe sees rows apart
     assert first.figures["truth_chunks"] > 1, first.figures
+    assert first.figures["truth_rows"]["chunk_rows"] == chunk_rows
     later = _case(role, "h2_mixed_sign", 0)
     assert later.figures["truth_chunks"] == 1
     assert "mixes rows on this case" in later.figures["truth_rows_note"]
