@@ -210,10 +210,11 @@ def probe(
     is_out_of_memory: Callable[[BaseException], bool],
 ) -> tuple[RowPlan | None, str]:
     """`plan` shown on `inputs`: the forward of the first 2c rows at once against its two halves
-    apart (c = the plan's chunk, at most half the batch). Where the split inputs' rows mix, only
-    the first input is tried split. Returns the plan that holds (None: one run) and why not.
-    Running out of memory is not an answer about the forward: it propagates."""
-    half = min(plan.chunk_rows, plan.rows // 2)
+    apart (c = the plan's chunk, at most a sixteenth of the batch, at least a row: the probe
+    costs 4c rows of forward, once a session). Where the split inputs' rows mix, only the first
+    input is tried split. Returns the plan that holds (None: one run) and why not. Running out of
+    memory is not an answer about the forward: it propagates."""
+    half = max(1, min(plan.chunk_rows, plan.rows // 16))
     tries = [plan.split]
     if len(plan.split) > 1:
         tries.append(plan.split[:1])
