@@ -186,6 +186,26 @@ def get_init_inputs():
 """
 
 
+# Two outputs, both led by the batch.
+TWO_OUTPUTS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1), x.square().sum(dim=1)
+
+
+def get_inputs():
+    return [torch.randn(96, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 def _case(role, family: str = "native", draw: int = 0) -> reference.Case:
     case_id = f"{family}-{draw}"
     role.cmd_prepare_case(
@@ -447,3 +467,12 @@ def test_integer_inputs_pass_whole():
     plan, _ = row_chunks.candidate_plan([x, index], [torch.zeros(1000, 8)], budget=40 * 1024)
     assert plan is not None and plan.split == (0,)
     assert plan.holds_for([x, index]) and not plan.holds_for([x[:10], index])
+
+
+def test_every_output_is_gathered_from_the_chunks(reference_roles, small_chunks):
+    role = reference_roles(TWO_OUTPUTS)
+    case = _case(role)
+    assert case.figures["truth_chunks"] > 1, case.figures
+    assert len(case.judged) == 2 and case.judged[1].shape == (96,)
+    for got, want in zip(case.judged, _whole_float64(role, case), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-15)
