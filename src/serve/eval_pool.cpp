@@ -125,12 +125,14 @@ void EvalPool::run_thread(size_t index) {
     ahead_job.clear();
   };
   auto retry = [&](const Retry& r) { evaluate_alone(index, r, reference, healthy); };
+  // This thread as the queue's taker: the job it starts a worker ahead for is left to it.
+  const std::string taker = fmt::format("{}#{}", device, index);
   while (healthy) {
     // A retry waiting for the device goes before the next job; the thread that deferred it never
     // leaves before it has run, so the drain stores it too.
     alone_.run_waiting(device, let_go, retry);
     if (!healthy) break;
-    auto job = queue_.take(streak >= kMaxStreak ? std::string() : current);
+    auto job = queue_.take(streak >= kMaxStreak ? std::string() : current, taker);
     if (!job) break;
     // Taken while another thread deferred a retry on this device: it waits for that retry.
     while (!alone_.try_enter(device)) alone_.run_waiting(device, let_go, retry);
@@ -145,7 +147,7 @@ void EvalPool::run_thread(size_t index) {
     if (ahead_job == job->id) prestarted = std::move(ahead);
     ahead.reset();
     ahead_job.clear();
-    if (auto next = queue_.peek(streak >= kMaxStreak ? std::string() : current)) {
+    if (auto next = queue_.peek(streak >= kMaxStreak ? std::string() : current, taker)) {
       try {
         ahead = eval::start_candidate_worker(job_request(settings_.server, *next, device),
                                              next->candidate_sha256);
@@ -159,6 +161,7 @@ void EvalPool::run_thread(size_t index) {
     show(index, "", "");
     alone_.leave(device);
   }
+  queue_.forget(taker);
   if (!healthy)
     log(fmt::format("{} failed its health check: this thread takes no more work", device));
 }

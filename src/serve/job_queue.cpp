@@ -216,29 +216,55 @@ std::optional<Job> JobQueue::read_job(const std::string& where, const std::strin
   return std::move(jobs.front());
 }
 
-std::optional<Job> JobQueue::next_job(const std::string& prefer_problem_sha256) const {
-  return read_job(
-      "WHERE status = 'queued' AND store_key NOT IN "
-      "(SELECT store_key FROM jobs WHERE status = 'running') "
-      "ORDER BY (problem_sha256 = ?1) DESC, seq LIMIT 1",
-      prefer_problem_sha256.empty() ? std::string("-") : prefer_problem_sha256);
+std::optional<Job> JobQueue::next_job(const std::string& prefer_problem_sha256,
+                                      const std::string& taker) const {
+  // Enough rows in order that one is not reserved by another taker, if any such is queued.
+  auto jobs = read_jobs(fmt::format("WHERE status = 'queued' AND store_key NOT IN "
+                                    "(SELECT store_key FROM jobs WHERE status = 'running') "
+                                    "ORDER BY (problem_sha256 = ?1) DESC, seq LIMIT {}",
+                                    reserved_.size() + 1),
+                        prefer_problem_sha256.empty() ? std::string("-") : prefer_problem_sha256);
+  if (jobs.empty()) return std::nullopt;
+  if (auto own = reserved_.find(taker); !taker.empty() && own != reserved_.end()) {
+    for (auto& job : jobs) {
+      if (job.id == own->second) return std::move(job);
+    }
+  }
+  const auto others = [&](const Job& job) {
+    return std::any_of(reserved_.begin(), reserved_.end(),
+                       [&](const auto& r) { return r.first != taker && r.second == job.id; });
+  };
+  for (auto& job : jobs) {
+    if (!others(job)) return std::move(job);
+  }
+  return std::move(jobs.front());  // only others' reservations are left: taken, not waited for
 }
 
-std::optional<Job> JobQueue::peek(const std::string& prefer_problem_sha256) const {
+std::optional<Job> JobQueue::peek(const std::string& prefer_problem_sha256,
+                                  const std::string& taker) {
   std::unique_lock lock(mutex_);
   if (closed_) return std::nullopt;
-  return next_job(prefer_problem_sha256);
+  if (!taker.empty()) reserved_.erase(taker);
+  auto job = next_job(prefer_problem_sha256, taker);
+  if (job && !taker.empty()) reserved_[taker] = job->id;
+  return job;
+}
+
+void JobQueue::forget(const std::string& taker) {
+  std::lock_guard lock(mutex_);
+  reserved_.erase(taker);
 }
 
 std::optional<Job> JobQueue::wait_for_next(std::unique_lock<std::mutex>& lock,
-                                           const std::string& prefer_problem_sha256) {
+                                           const std::string& prefer_problem_sha256,
+                                           const std::string& taker) {
   while (true) {
     changed_.wait(lock, [&] { return closed_ || queued_ > 0; });
     if (closed_) return std::nullopt;
     // The preferred problem's oldest job first, then the oldest of all; a job whose twin (same
     // store key: RL resamples identical completions) is being evaluated waits for it, and is then
     // answered from the store instead of being evaluated twice at once.
-    if (auto job = next_job(prefer_problem_sha256)) return job;
+    if (auto job = next_job(prefer_problem_sha256, taker)) return job;
     if (running_ == 0) {
       queued_ = 0;  // out of step with the table (cannot happen): resynchronised
       continue;
@@ -267,10 +293,14 @@ void JobQueue::mark_running(std::vector<Job>& jobs) {
   changed_.notify_all();
 }
 
-std::optional<Job> JobQueue::take(const std::string& prefer_problem_sha256) {
+std::optional<Job> JobQueue::take(const std::string& prefer_problem_sha256,
+                                  const std::string& taker) {
   std::unique_lock lock(mutex_);
-  auto job = wait_for_next(lock, prefer_problem_sha256);
+  auto job = wait_for_next(lock, prefer_problem_sha256, taker);
   if (!job) return std::nullopt;
+  // Whoever reserved it (this taker, or another whose claim was passed over) has it no more.
+  if (!taker.empty()) reserved_.erase(taker);
+  std::erase_if(reserved_, [&](const auto& r) { return r.second == job->id; });
   std::vector<Job> taken{std::move(*job)};
   mark_running(taken);
   return std::move(taken.front());
@@ -280,7 +310,7 @@ std::vector<Job> JobQueue::take_batch(
     size_t max, const std::function<size_t()>& takers,
     const std::function<bool(const Job& first, const Job& other)>& together) {
   std::unique_lock lock(mutex_);
-  auto first = wait_for_next(lock, "");
+  auto first = wait_for_next(lock, "", "");
   if (!first) return {};
   const size_t among = std::max<size_t>(1, takers());
   const size_t share = (queued_ + among - 1) / among;

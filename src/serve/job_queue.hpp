@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -76,8 +77,10 @@ class JobQueue {
   // The next queued job, marked running: the oldest of `prefer_problem` when there is one (a
   // device thread keeps its reference session warm across a problem's samples), else the oldest;
   // never a job whose store key another running job has (it waits for that one's result).
-  // Waits while nothing can be taken; nullopt once the queue is closed.
-  std::optional<Job> take(const std::string& prefer_problem_sha256);
+  // Waits while nothing can be taken; nullopt once the queue is closed. A `taker` (a device
+  // thread) gets the job it reserved with peek() first, and passes over jobs other takers
+  // reserved while anything else can be taken (never waiting for one: it takes it then).
+  std::optional<Job> take(const std::string& prefer_problem_sha256, const std::string& taker = "");
 
   // The oldest queued job and, with it, more queued jobs of its problem that `together(first,
   // other)` accepts (the same settings: one node's reference session serves them all), oldest
@@ -100,7 +103,13 @@ class JobQueue {
               const std::string& error = "", bool from_store = false);
 
   // The job take() would give now, left queued (nullopt when none): its worker is started ahead.
-  std::optional<Job> peek(const std::string& prefer_problem_sha256) const;
+  // With a `taker` the job is reserved for it (its former reservation let go): the other takers
+  // pass it over, so that the worker started ahead for it is the one that evaluates it. Without
+  // one, device threads all peeked at the same oldest job and all but one of the workers they
+  // started ahead were stopped unused (the service's GRPO batch on the H100, session 21).
+  std::optional<Job> peek(const std::string& prefer_problem_sha256, const std::string& taker = "");
+  // A taker that stops lets its reservation go.
+  void forget(const std::string& taker);
 
   std::optional<Job> get(const std::string& id) const;
 
@@ -122,11 +131,13 @@ class JobQueue {
   std::optional<Job> read_job(const std::string& where, const std::string& arg) const;
   std::vector<Job> read_jobs(const std::string& where, const std::string& arg,
                              const std::string& arg2 = "") const;
-  std::optional<Job> next_job(const std::string& prefer_problem_sha256) const;
+  std::optional<Job> next_job(const std::string& prefer_problem_sha256,
+                              const std::string& taker) const;
   // Under mutex_: waits until a job can be taken (the preferred problem's oldest, else the
   // oldest); nullopt once the queue is closed.
   std::optional<Job> wait_for_next(std::unique_lock<std::mutex>& lock,
-                                   const std::string& prefer_problem_sha256);
+                                   const std::string& prefer_problem_sha256,
+                                   const std::string& taker);
   // Under mutex_: marks `jobs` running (one transaction).
   void mark_running(std::vector<Job>& jobs);
   std::filesystem::path write_source(const std::string& kind, const std::string& sha,
@@ -140,6 +151,8 @@ class JobQueue {
   sqlite3* db_ = nullptr;
   size_t queued_ = 0, running_ = 0;
   bool closed_ = false;
+  // Taker -> the queued job it reserved (peek): in memory only, as the workers ahead are.
+  std::map<std::string, std::string> reserved_;
 };
 
 // 128 random bits, hex: a job's id (unguessable, so one client cannot read another's results by

@@ -273,6 +273,37 @@ TEST(ServeQueue, AJobWaitsWhileItsTwinIsEvaluated) {
   EXPECT_EQ(twin->id, ids[1]);  // now answered from the store by the pool
 }
 
+TEST(ServeQueue, AJobAThreadStartedAWorkerForIsLeftToIt) {
+  auto dir = fresh_dir("serve_queue_reserved");
+  JobQueue queue(dir, policy(), 10);
+  auto ids = queue.submit({new_job("", "a = 1\n"), new_job("", "b = 1\n"), new_job("", "c = 1\n"),
+                           new_job("", "d = 1\n")});
+  auto first = queue.take("", "gpu#0");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->id, ids[0]);
+  // Thread 0 starts a worker for the next job: reserved for it.
+  auto ahead = queue.peek(first->problem_sha256, "gpu#0");
+  ASSERT_TRUE(ahead);
+  EXPECT_EQ(ahead->id, ids[1]);
+  // Thread 1 peeks and takes past it (before, both peeked the same job and one worker was lost).
+  EXPECT_EQ(queue.peek(first->problem_sha256, "gpu#1")->id, ids[2]);
+  EXPECT_EQ(queue.take(first->problem_sha256, "gpu#1")->id, ids[2]);
+  EXPECT_EQ(queue.take(first->problem_sha256, "gpu#2")->id, ids[3]);
+  // Thread 0 finds its job; and where only another's reserved job is left, a taker takes it
+  // rather than wait.
+  EXPECT_EQ(queue.take(first->problem_sha256, "gpu#0")->id, ids[1]);
+  auto more = queue.submit({new_job("", "e = 1\n")});
+  EXPECT_EQ(queue.peek("", "gpu#0")->id, more[0]);
+  EXPECT_EQ(queue.take("", "gpu#1")->id, more[0]);
+  EXPECT_EQ(queue.queued(), 0u);
+  // A thread that stops lets its reservation go; a taker without a name passes reservations too.
+  auto last = queue.submit({new_job("", "f = 1\n"), new_job("", "g = 1\n")});
+  EXPECT_EQ(queue.peek("", "gpu#3")->id, last[0]);
+  EXPECT_EQ(queue.take("")->id, last[1]);
+  queue.forget("gpu#3");
+  EXPECT_EQ(queue.take("")->id, last[0]);
+}
+
 TEST(ServeQueue, AFullQueueRefusesAllOrNothingAndAClosedOneRefusesEverything) {
   auto dir = fresh_dir("serve_queue_full");
   JobQueue queue(dir, policy(), 2);
