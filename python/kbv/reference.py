@@ -1248,7 +1248,7 @@ class ReferenceRole:
             {k: k for k in params.state_tensors(self.model)},
         )
         self._truth_chunks = 1
-        plan = self._rows_of(inputs, fp32, _to_float64, self._forward64)
+        plan = self._rows_of(inputs, fp32)
         self._truth_rows_note = self._row_plan_note
         out = None
         if plan is not None and not plan.holds_for(inputs):
@@ -1295,13 +1295,15 @@ class ReferenceRole:
         _require_tensors(out)
         return [o.detach() for o in out]
 
-    def _rows_of(self, inputs: list, outputs: list, convert, forward) -> row_chunks.RowPlan | None:
+    def _rows_of(self, inputs: list, outputs: list) -> row_chunks.RowPlan | None:
         """The session's plan for float64 runs in chunks of rows (row_chunks), decided on its
         first truth run: from the shapes, then shown on these inputs by the probe."""
         if not self._row_plan_decided:
             plan, why = row_chunks.candidate_plan(inputs, outputs, row_chunks.chunk_bytes())
             if plan is not None:
-                plan, why = row_chunks.probe(plan, inputs, convert, forward, _out_of_memory)
+                plan, why = row_chunks.probe(
+                    plan, inputs, _to_float64, self._forward64, _out_of_memory
+                )
                 self._row_plan_note = why  # a problem large enough to chunk that runs whole
             self._row_plan, self._row_plan_decided = plan, True
         return self._row_plan

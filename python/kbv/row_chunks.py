@@ -232,9 +232,7 @@ def probe(
         if len(together) != len(apart):
             why = "the forward on part of the batch returned another number of outputs"
             continue
-        differences = [same_rows(t, a) for t, a in zip(together, apart, strict=True)]
-        if any(d is None or d > PROBE_TOLERANCE for d in differences):
-            shown = ", ".join("differ" if d is None else f"{d:.2e}" for d in differences)
+        if shown := _disagreement(together, apart):
             why = (
                 f"rows 0-{2 * half - 1} computed together and as two halves differ (normwise "
                 f"{shown}): the forward mixes rows"
@@ -281,11 +279,18 @@ def window_differs(
     alone = forward([convert(x) for x in sub])
     if len(alone) != len(gathered):
         return "rows computed alone gave another number of outputs"
-    differences = [same_rows(a, g[window]) for a, g in zip(alone, gathered, strict=True)]
-    if any(d is None or d > PROBE_TOLERANCE for d in differences):
-        shown = ", ".join("differ" if d is None else f"{d:.2e}" for d in differences)
+    if shown := _disagreement(alone, [g[window] for g in gathered]):
         return (
             f"rows {window.start}-{window.stop - 1} computed alone and in their chunk differ "
             f"(normwise {shown}): the forward mixes rows on this case"
         )
     return ""
+
+
+def _disagreement(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor]) -> str:
+    """ "" where every output of `first` is the same rows as `second`'s (within PROBE_TOLERANCE),
+    else each output's normwise difference ("differ" where they cannot be the same)."""
+    differences = [same_rows(a, b) for a, b in zip(first, second, strict=True)]
+    if all(d is not None and d <= PROBE_TOLERANCE for d in differences):
+        return ""
+    return ", ".join("differ" if d is None else f"{d:.2e}" for d in differences)
