@@ -5,11 +5,11 @@
 #     evaluated alone (16.9 GB its own, 57 GB held by other processes); which process holds what.
 #  2. Issue 20's GRPO batch after the serve fix (ee9e2e0): serve against kbv run, 64 samples.
 #  3. Issue 18's audit resumed from .kbrun/audit.sqlite (session 21's H100 rows) for the rest.
-# Usage: setsid nohup docs/results/plan-s22/master.sh 1550 > /tmp/s22.log 2>&1 < /dev/null &
+# Usage: setsid nohup docs/results/plan-s22/master.sh 1300 > /tmp/s22.log 2>&1 < /dev/null &
 #        sleep 2; bench/device_collect.sh s22 585       (then twice more, at once after each)
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-S=/tmp/s22 TOTAL=${1:-1550}
+S=/tmp/s22 TOTAL=${1:-1300}
 source bench/device_plan.sh
 
 # 1. VisionAttention alone, per-process memory.
@@ -23,7 +23,7 @@ APPS=$!
     grep -E "kbv|python" | cut -c1-200; sleep 2; done ) > $S/va/ps.txt 2>&1 &
 PSS=$!
 t=$(date +%s)
-KBV_TRACE_CALLS=$S/va/trace.jsonl timeout $(limit 150) build/kbv audit --problems $S/va/problems \
+KBV_TRACE_CALLS=$S/va/trace.jsonl timeout $(limit 120) build/kbv audit --problems $S/va/problems \
   --device cuda --workers-per-device 1 --db $S/va/audit.sqlite --out $S/va/audit.md \
   > $S/va/audit.txt 2>&1
 say "VisionAttention alone rc=$? in $(( $(date +%s) - t )) s: $(tail -1 $S/va/audit.txt)"
