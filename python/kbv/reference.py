@@ -617,6 +617,13 @@ class ReferenceRole:
                 for case in pinned:
                     case.pins = max(0, case.pins - 1)
             raise
+        finally:
+            # A set computed here (a case under redrawn parameters) ran the float64 forward:
+            # its intermediates go back to the device before the candidate is timed beside this
+            # worker. (On session 21's H100 an attention problem's reference copy ran out of
+            # memory in timing, alone on the card, with 57 GB held by other processes: this
+            # worker's cached float64 scores, tens of GB, fit that figure.)
+            _release_cached(self.device)
 
     def _prepare_timing_sets(self, request: dict[str, Any], pinned: list) -> dict[str, Any]:
         self.timing_sets, self.timing_judged, self.timing_cases = [], [], []

@@ -528,6 +528,33 @@ def test_a_timing_set_of_a_case_with_redrawn_parameters_is_computed(tmp_path, de
     assert not torch.equal(role.timing_judged[0][0], case.judged[0])
 
 
+def test_a_computed_timing_set_gives_its_runs_memory_back(tmp_path, device, monkeypatch):
+    # The candidate is timed beside this worker: the float64 run's intermediates must not stay
+    # in torch's cache meanwhile (on the GPU, the device memory the candidate's forward needs).
+    role = _role(tmp_path, device, WITH_STATE)
+    case = _prepare(role, "h1_native", 0, list(role.initial_state))
+    events: list[str] = []
+    run_variants, release = role._run_variants, reference._release_cached
+
+    def run(*args, **kwargs):
+        events.append("run")
+        return run_variants(*args, **kwargs)
+
+    def released(dev):
+        events.append("release")
+        release(dev)
+
+    monkeypatch.setattr(role, "_run_variants", run)
+    monkeypatch.setattr(reference, "_release_cached", released)
+    role.cmd_prepare_timing_sets({"ids": [case.figures["id"]]})
+    assert "run" in events
+    assert events[-1] == "release"
+    if device == "cuda":
+        # Nothing of the runs is cached: what torch reserves is what is in use, within a
+        # segment's rounding.
+        assert torch.cuda.memory_reserved() - torch.cuda.memory_allocated() < 64 << 20
+
+
 def test_a_timing_set_of_a_case_whose_forward_changed_its_inputs_is_computed(
     tmp_path, device, monkeypatch
 ):
