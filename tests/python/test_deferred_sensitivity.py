@@ -533,22 +533,19 @@ def test_a_computed_timing_set_gives_its_runs_memory_back(tmp_path, device, monk
     # in torch's cache meanwhile (on the GPU, the device memory the candidate's forward needs).
     role = _role(tmp_path, device, WITH_STATE)
     case = _prepare(role, "h1_native", 0, list(role.initial_state))
-    events: list[str] = []
-    run_variants, release = role._run_variants, reference._release_cached
-
-    def run(*args, **kwargs):
-        events.append("run")
-        return run_variants(*args, **kwargs)
+    runs = _count_forward_runs(role, monkeypatch)
+    release = reference._release_cached
+    runs_before_release: list[int] = []  # the runs done by each release
 
     def released(dev):
-        events.append("release")
+        runs_before_release.append(len(runs))
         release(dev)
 
-    monkeypatch.setattr(role, "_run_variants", run)
     monkeypatch.setattr(reference, "_release_cached", released)
     role.cmd_prepare_timing_sets({"ids": [case.figures["id"]]})
-    assert "run" in events
-    assert events[-1] == "release"
+    assert runs == [1]
+    # A release came after the run, and nothing ran after the last one.
+    assert runs_before_release and runs_before_release[-1] == len(runs)
     if device == "cuda":
         # Nothing of the runs is cached: what torch reserves is what is in use, within a
         # segment's rounding.
