@@ -427,7 +427,15 @@ class ReferenceRole:
         """Case `id`'s inputs and state for the candidate: its own blocks, or with `fresh` a
         new copy of its input values (new addresses, same values)."""
         case = self._resident(request["id"])
-        answer: dict[str, Any] = {"inputs": None, "state": None}
+        # What is held as the request comes (before a fresh copy): the call trace's account of
+        # what the re-checks keep resident beside each copy they make (docs/case-path.md).
+        store = {
+            "fresh": bool(request.get("fresh")),
+            "pinned": [i for i, c in self.cases.items() if c.pins > 0],
+            "resident_bytes": self._resident_bytes(),
+            "blocks": len(self.blocks),
+        }
+        answer: dict[str, Any] = {"inputs": None, "state": None, "store": store}
         fds = []
         if request.get("inputs", True):  # not when the candidate reuses blocks it kept
             inputs = case.inputs
@@ -1247,10 +1255,8 @@ class ReferenceRole:
 
     def _float64_run(self, inputs: list, fp32: list[torch.Tensor]) -> list[torch.Tensor]:
         assert self.model is not None
-        if self.model64 is None:
-            self.model64 = self._new_float64_model()
         params.load_into(
-            self.model64,
+            self._float64_model(),
             params.state_tensors(self.model),
             {k: k for k in params.state_tensors(self.model)},
         )
@@ -1340,7 +1346,7 @@ class ReferenceRole:
         per case; docs/elementwise-budget.md). `draw_run()` gives each run its (inputs, state,
         release): release() is called once the run's perturbed copies are made (after the run
         where it goes in chunks of rows, which read the inputs chunk by chunk)."""
-        assert self.model64 is not None
+        self._float64_model()  # let go by _with_room when a first try ran out of memory
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
         u = self.roundoff
@@ -1460,16 +1466,68 @@ class ReferenceRole:
             )
 
     def _with_room(self, make):
-        """`make()`, tried once more with every case not in use let go when the device ran out
-        of memory (the cases kept for later candidates are only a cache). A second failure is
-        the harness's out-of-memory (never the candidate's)."""
-        try:
-            return make()
-        except (torch.OutOfMemoryError, RuntimeError) as error:
-            if not _out_of_memory(error):
-                raise
-        self._evict(0, everything=True)
+        """`make()`, tried again when the device ran out of memory: first with every case not in
+        use let go (the cases kept for later candidates are only a cache), then with the float64
+        model let go too (a copy, made again by the next float64 run; where that no longer fits,
+        the truth falls back to float32, recorded). Without that second step, on an 80 GB H100
+        with the device to itself, a draw of `2_ShallowWideMLP` (8.6 GB of weights: the model,
+        its initial state and shared block, the float64 copy at twice that) ran out of memory
+        for one redrawn state block (session 23). A failure after both is the harness's
+        out-of-memory (never the candidate's)."""
+        steps = (lambda: self._evict(0, everything=True), self._let_float64_model_go)
+        for let_go in steps:
+            try:
+                return make()
+            except (torch.OutOfMemoryError, RuntimeError) as error:
+                if not _out_of_memory(error):
+                    raise
+            let_go()
         return make()
+
+    def _let_float64_model_go(self) -> None:
+        self.model64 = None
+        _release_cached(self.device)
+
+    def _float64_model(self) -> torch.nn.Module:
+        """The float64 copy of the model, made when first needed or again after _with_room let
+        it go."""
+        if self.model64 is None:
+            self.model64 = self._new_float64_model()
+        return self.model64
+
+    def holding(self) -> dict[str, Any]:
+        """What this worker holds, in bytes, by what it is for: sent with an out-of-memory error
+        (kbv.worker), so that a fault says whose memory ran out (its cases, its float64 model,
+        the blocks made for one candidate, or other processes', what the device had free)."""
+        cases = list(self.cases.values())
+
+        def tensors_bytes(values) -> int:
+            return sum(shared.nbytes(t) for t in values if torch.is_tensor(t))
+
+        held: dict[str, Any] = {
+            "cases": len(cases),
+            "pinned": sum(1 for c in cases if c.pins > 0),
+            "case_bytes": sum(c.resident_bytes for c in cases),
+            "block_bytes": sum(b.layout["nbytes"] for b in self.blocks.values()),
+            "slot_bytes": self.slot.layout["nbytes"] if self.slot is not None else 0,
+            "timing_judged_bytes": sum(tensors_bytes(ts) for ts in self.timing_judged),
+            "model_bytes": memory.state_bytes(self.model) if self.model is not None else 0,
+            "model64_bytes": memory.state_bytes(self.model64) if self.model64 is not None else 0,
+            "initial_state_bytes": tensors_bytes(self.initial_state.values()),
+            "initial_block_bytes": (
+                self.initial_block.layout["nbytes"] if self.initial_block is not None else 0
+            ),
+        }
+        if self.device.type == "cuda":
+            held["torch_allocated_bytes"] = torch.cuda.memory_allocated(self.device)
+            held["torch_reserved_bytes"] = torch.cuda.memory_reserved(self.device)
+            free, total = torch.cuda.mem_get_info(self.device)
+            held["device_free_bytes"], held["device_total_bytes"] = free, total
+        return held
+
+    def holding_words(self) -> str:
+        """holding(), in one line for a harness fault's detail."""
+        return describe_holding(self.holding())
 
     def _resident(self, case_id: str) -> Case:
         case = self.cases.get(case_id)
@@ -1815,6 +1873,32 @@ def _float64_defaults():
 
 def _to_float64(x: Any) -> Any:
     return x.to(torch.float64) if families.is_float(x) else x
+
+
+def describe_holding(held: dict[str, Any]) -> str:
+    """A reference worker's holding() in words: what it kept, by what for, in GiB."""
+
+    def gib(key: str) -> str:
+        return f"{held.get(key, 0) / 2**30:.2f} GiB"
+
+    parts = [
+        f"{held['cases']} cases ({held['pinned']} pinned) {gib('case_bytes')}",
+        f"blocks made for the candidate {gib('block_bytes')}",
+        f"the output slot {gib('slot_bytes')}",
+        f"timing sets' judged outputs {gib('timing_judged_bytes')}",
+        f"the model {gib('model_bytes')}",
+        f"its initial state {gib('initial_state_bytes')} and shared block "
+        f"{gib('initial_block_bytes')}",
+        f"the float64 model {gib('model64_bytes')}",
+    ]
+    words = "the reference held " + ", ".join(parts)
+    if "torch_allocated_bytes" in held:
+        words += (
+            f"; torch's allocator {gib('torch_allocated_bytes')} allocated of "
+            f"{gib('torch_reserved_bytes')} reserved; the device had {gib('device_free_bytes')} "
+            f"free of {gib('device_total_bytes')}"
+        )
+    return words
 
 
 def _release_cached(device: torch.device) -> None:

@@ -55,6 +55,7 @@ def serve(role, channel: Channel) -> None:
                     "error": _with_resource(
                         {"kind": error.kind, "message": error.message, "detail": error.detail},
                         error,
+                        role,
                     ),
                     **seq,
                 }
@@ -70,6 +71,7 @@ def serve(role, channel: Channel) -> None:
                             "detail": trim(traceback.format_exc()),
                         },
                         error,
+                        role,
                     ),
                     **seq,
                 }
@@ -145,12 +147,20 @@ def _memory_of(error: BaseException) -> str:
     return "host"
 
 
-def _with_resource(payload: dict, error: BaseException) -> dict:
+def _with_resource(payload: dict, error: BaseException, role=None) -> dict:
     resource = exhausted_resource(error)
     if resource:
         payload["resource"] = resource
     if resource == "out_of_memory":
         payload["memory"] = _memory_of(error)
+        # What the role held when it ran out (the reference's cases, models and blocks), so the
+        # fault says whose memory it was; never a second failure in the answer's place.
+        holding = getattr(role, "holding_words", None)
+        if holding is not None:
+            try:
+                payload["holding"] = holding()
+            except Exception as failure:  # noqa: BLE001 - the account is a courtesy
+                payload["holding"] = f"(not told: {type(failure).__name__}: {failure})"
     return payload
 
 

@@ -358,6 +358,8 @@ class Evaluation {
       }
       result.candidate["held_memory"] = {{"held_bytes", held->held_bytes},
                                          {"allowance_bytes", judge::held_allowance(*held)},
+                                         {"reference_bytes", held->reference_bytes},
+                                         {"others_bytes", held->others_bytes},
                                          {"measured_by", held->measured_by}};
       return held;
     } catch (const std::exception& error) {

@@ -6,19 +6,24 @@
 
 namespace kbv::eval {
 
-std::optional<double> held_on_device(const std::vector<DeviceProcess>& listing,
-                                     const std::set<pid_t>& candidate,
-                                     const std::set<pid_t>& reference) {
+std::optional<DeviceShares> shares_on_device(const std::vector<DeviceProcess>& listing,
+                                             const std::set<pid_t>& candidate,
+                                             const std::set<pid_t>& reference) {
   const bool numbering_shared = std::any_of(
       listing.begin(), listing.end(), [&](const auto& p) { return reference.count(p.pid) > 0; });
   if (!numbering_shared) return std::nullopt;
-  double held = 0;
+  DeviceShares shares;
   for (const auto& p : listing) {
-    if (!candidate.count(p.pid)) continue;
-    if (!p.used_bytes) return std::nullopt;
-    held += *p.used_bytes;
+    if (candidate.count(p.pid)) {
+      if (!p.used_bytes) return std::nullopt;
+      shares.candidate_bytes += *p.used_bytes;
+    } else if (reference.count(p.pid)) {
+      shares.reference_bytes += p.used_bytes.value_or(0);
+    } else {
+      shares.others_bytes += p.used_bytes.value_or(0);
+    }
   }
-  return held;
+  return shares;
 }
 
 bool weighs_held_memory(const HarnessFault& fault, bool cuda) {
@@ -37,16 +42,19 @@ std::optional<judge::HeldMemory> candidate_held_memory(pid_t candidate_pid, pid_
   if (!listing) return std::nullopt;
   const auto candidate = orchestrate::process_tree(candidate_pid);
   const auto reference = orchestrate::process_tree(reference_pid);
-  auto held = held_on_device(*listing, candidate, reference);
-  if (!held) {
+  auto shares = shares_on_device(*listing, candidate, reference);
+  if (!shares) {
     why =
         "the driver's process list does not show kbv's reference worker with this side's "
         "process numbers, or gives no figure for the candidate's";
     return std::nullopt;
   }
-  return judge::HeldMemory{*held, planned_bytes,
-                           "the driver's account of its processes (NVML), read when the "
-                           "reference ran out"};
+  judge::HeldMemory held{shares->candidate_bytes, planned_bytes,
+                         "the driver's account of its processes (NVML), read when the "
+                         "reference ran out"};
+  held.reference_bytes = shares->reference_bytes;
+  held.others_bytes = shares->others_bytes;
+  return held;
 }
 
 }  // namespace kbv::eval

@@ -19,13 +19,23 @@
 
 namespace kbv::eval {
 
-// What the processes of `candidate` hold on the device in `listing`, or nullopt when the listing
-// cannot be trusted for it: no process of `reference` (which has just allocated there, so it has
-// a context) is in it, so the driver's pids are not this side's numbering; or the driver does not
-// give a figure for a process of the candidate's.
-std::optional<double> held_on_device(const std::vector<DeviceProcess>& listing,
-                                     const std::set<pid_t>& candidate,
-                                     const std::set<pid_t>& reference);
+// What each side holds on the device in a listing: the candidate's processes (the rule's
+// figure), the reference's, and every other process's (other evaluations, build workers, other
+// programs; those the driver gives no figure for count 0): where an out-of-memory fault's memory
+// was when the candidate's share does not explain it.
+struct DeviceShares {
+  double candidate_bytes = 0;
+  double reference_bytes = 0;
+  double others_bytes = 0;
+};
+
+// The shares in `listing`, or nullopt when the listing cannot be trusted for the candidate's: no
+// process of `reference` (which has just allocated there, so it has a context) is in it, so the
+// driver's pids are not this side's numbering; or the driver does not give a figure for a process
+// of the candidate's.
+std::optional<DeviceShares> shares_on_device(const std::vector<DeviceProcess>& listing,
+                                             const std::set<pid_t>& candidate,
+                                             const std::set<pid_t>& reference);
 
 // Whether `fault` is one to weigh the candidate's memory for: the reference reported that its
 // device allocation failed, in an evaluation on a GPU.

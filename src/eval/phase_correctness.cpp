@@ -206,6 +206,17 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
                                   b_id, in_reused->outputs.reason, b_id));
   }
 
+  // What the earlier re-checks needed goes before the next copy of A's inputs is made: B (its
+  // last use was the same-buffers run; made resident again for the trace if it is let go) and
+  // the repeat's block (the candidate let it go after that run). At KernelBench's sizes a case
+  // is gigabytes: A, B, the repeat's block and a new copy at once (88 GiB for 38_L1Norm_'s 8 GiB
+  // inputs with their float64 truth) ran an 80 GB H100 out of memory with the device to itself,
+  // session 23; unpinned, B is the reference's to let go when the new copy needs its room.
+  side.cases.release(made);
+  made.clear();
+  side.cases.unpin({b_id});
+  pinned = {a_id};
+
   auto fresh = run(a, "fresh-buffers", {.fresh = true, .reuse = {}});
   if (!fresh) return finish(), out;
   out.record["reused_values_in_fresh_buffers"] = {{"case", a["id"]},
@@ -216,12 +227,8 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
                                   fresh->outputs.reason));
   }
 
-  // What the earlier re-checks needed goes first: at KernelBench's sizes a case is gigabytes.
-  // (b is made resident again for the trace if it was let go.)
   side.cases.release(made);
   made.clear();
-  side.cases.unpin({b_id});
-  pinned = {a_id};
   json& p = side.cases.perturbed(a);
   side.cases.ensure(p, /*pin=*/true);
   pinned.push_back(p["id"].get<std::string>());

@@ -46,6 +46,8 @@ std::optional<HarnessFault> classify_reference_failure(const Response& answer,
     // not the candidate's, and a problem that fits on a machine with more room is not broken.
     HarnessFault fault{FaultKind::OutOfMemory, stage, first_line(answer.message)};
     fault.memory = answer.memory;
+    // On a line of its own: the reason quotes the first line only, the result keeps all.
+    if (!answer.holding.empty()) fault.detail.append("\n").append(answer.holding);
     return fault;
   }
   if (answer.resource == "disk_full") {

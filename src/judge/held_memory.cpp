@@ -39,8 +39,9 @@ bool reads_out_of_memory(const std::string& message) {
 std::string held_memory_note(const HeldMemory& held) {
   return fmt::format(
       "the candidate's processes held {:.2f} GB of device memory ({}), within the {:.2f} GB its "
-      "evaluation may use",
-      held.held_bytes / 1e9, held.measured_by, held_allowance(held) / 1e9);
+      "evaluation may use; the reference's {:.2f} GB, other processes {:.2f} GB",
+      held.held_bytes / 1e9, held.measured_by, held_allowance(held) / 1e9,
+      held.reference_bytes / 1e9, held.others_bytes / 1e9);
 }
 
 }  // namespace kbv::judge

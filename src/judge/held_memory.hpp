@@ -18,6 +18,10 @@ struct HeldMemory {
   double held_bytes = 0;     // what the candidate's processes held
   double planned_bytes = 0;  // what the whole evaluation may hold at its peak (its memory plan)
   std::string measured_by;   // how held_bytes was read, in words
+  // Read from the same listing, for the record (the rule weighs the candidate's only): what
+  // kbv's reference held, and every other process on the device.
+  double reference_bytes = 0;
+  double others_bytes = 0;
 };
 
 // What an honest candidate's process holds on a GPU beside any plan: the CUDA context, the

@@ -19,6 +19,7 @@
 
 #include "orchestrate/call_trace.hpp"
 #include "orchestrate/process_tree.hpp"
+#include "orchestrate/worker_protocol.hpp"
 
 extern char** environ;
 
@@ -333,11 +334,16 @@ Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
   if (!call_trace_path().empty() && !traced_command_.empty()) {
     static constexpr const char* kStatus[] = {"ok", "error", "timeout", "died"};
     // A drawn case's phases; a case kept from before was not drawn (its figures carry the
-    // phases of its first draw), so it says only that.
+    // phases of its first draw), so it says only that; a shared case, what the reference held.
     nlohmann::json detail;
     if (r.ok() && r.result.is_object()) {
-      detail = r.result.value("cached", false) ? nlohmann::json{{"cached", true}}
-                                               : r.result.value("draw_phases_s", nlohmann::json());
+      if (r.result.value("cached", false)) {
+        detail = {{"cached", true}};
+      } else if (r.result.contains("draw_phases_s")) {
+        detail = r.result["draw_phases_s"];
+      } else if (r.result.contains("store") && traced_command_ == cmd::kShareCase) {
+        detail = {{"store", r.result["store"]}};
+      }
     } else if (r.status == Response::Status::Error) {
       detail = {{"error", r.error_kind}};
     }
@@ -432,6 +438,7 @@ Response WorkerProcess::receive_answer(std::chrono::milliseconds timeout) {
   r.detail = text("detail", "");
   r.resource = text("resource", "");
   r.memory = text("memory", "");
+  r.holding = text("holding", "");
   return r;
 }
 

@@ -52,6 +52,9 @@ struct Response {
   std::string resource;
   // Error with resource "out_of_memory": which memory ran out, "device" or "host".
   std::string memory;
+  // Error with resource "out_of_memory", from the reference: what it held then, in words (its
+  // cases, models and shared blocks; torch's allocator; the device's free memory).
+  std::string holding;
   // Died: the worker sent a line that is not a message (rather than exiting or closing).
   bool malformed = false;
   // Died (malformed too): a well-formed answer that names another request than the one in

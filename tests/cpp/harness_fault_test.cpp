@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "judge/stage_failure.hpp"
+
 namespace kbv::judge {
 namespace {
 using orchestrate::Response;
@@ -66,6 +68,22 @@ TEST(HarnessFault, ReferenceInternalErrorAndExhaustedResourcesAreHarnessFaults) 
                 error("internal_error", "SafetensorError: os error 28", "disk_full"), "s")
                 ->kind,
             FaultKind::DiskFull);
+}
+
+TEST(HarnessFault, AReferenceOutOfMemorySaysWhatItHeldBelowTheReasonsLine) {
+  auto answer = error("internal_error",
+                      "RuntimeError: kbv_native: cuMemCreate failed: "
+                      "CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+                      "out_of_memory");
+  answer.memory = "device";
+  answer.holding = "the reference held 2 cases (2 pinned) 64.00 GiB";
+  auto fault = classify_reference_failure(answer, "sharing a case with the candidate");
+  ASSERT_TRUE(fault);
+  EXPECT_EQ(fault->detail,
+            "RuntimeError: kbv_native: cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY: out of "
+            "memory\nthe reference held 2 cases (2 pinned) 64.00 GiB");
+  // The result's reason quotes the first line only.
+  EXPECT_EQ(first_line(fault->detail).find("pinned"), std::string::npos);
 }
 
 TEST(HarnessFault, ABrokenProblemStaysTheProblems) {

@@ -121,16 +121,20 @@ TEST(HeldOnDevice, SumsTheCandidatesProcessesOnly) {
   const std::set<pid_t> reference{41, 43};
   // The reference's context, the candidate's worker and a process it started, a build worker
   // and another program: only the candidate's count.
-  auto held =
-      eval::held_on_device({on_device(43, 9 * GB), on_device(44, 100 * GB), on_device(50, 20 * GB),
-                            on_device(70, 5 * GB), on_device(80, 1 * GB)},
-                           candidate, reference);
+  auto held = eval::shares_on_device(
+      {on_device(43, 9 * GB), on_device(44, 100 * GB), on_device(50, 20 * GB),
+       on_device(70, 5 * GB), on_device(80, 1 * GB), on_device(90, std::nullopt)},
+      candidate, reference);
   ASSERT_TRUE(held);
-  EXPECT_DOUBLE_EQ(*held, 120 * GB);
+  EXPECT_DOUBLE_EQ(held->candidate_bytes, 120 * GB);
+  // The others are recorded beside it: the reference's, and everyone else's (a process the
+  // driver gives no figure for counts nothing there).
+  EXPECT_DOUBLE_EQ(held->reference_bytes, 9 * GB);
+  EXPECT_DOUBLE_EQ(held->others_bytes, 6 * GB);
   // A candidate without a context on the device holds none of it.
-  auto none = eval::held_on_device({on_device(43, 9 * GB)}, candidate, reference);
+  auto none = eval::shares_on_device({on_device(43, 9 * GB)}, candidate, reference);
   ASSERT_TRUE(none);
-  EXPECT_DOUBLE_EQ(*none, 0);
+  EXPECT_DOUBLE_EQ(none->candidate_bytes, 0);
 }
 
 TEST(HeldOnDevice, AListingInAnotherNumberingOrWithoutFiguresTellsNothing) {
@@ -138,12 +142,12 @@ TEST(HeldOnDevice, AListingInAnotherNumberingOrWithoutFiguresTellsNothing) {
   const std::set<pid_t> reference{41, 43};
   // The driver's pids are another namespace's: the reference is not among them, so a match of
   // the candidate's numbers would be chance.
-  EXPECT_FALSE(eval::held_on_device({on_device(9043, 9 * GB), on_device(44, 100 * GB)}, candidate,
-                                    reference));
-  EXPECT_FALSE(eval::held_on_device({}, candidate, reference));
+  EXPECT_FALSE(eval::shares_on_device({on_device(9043, 9 * GB), on_device(44, 100 * GB)}, candidate,
+                                      reference));
+  EXPECT_FALSE(eval::shares_on_device({}, candidate, reference));
   // The driver does not say what the candidate's process holds (NVML_VALUE_NOT_AVAILABLE).
-  EXPECT_FALSE(eval::held_on_device({on_device(43, 9 * GB), on_device(44, std::nullopt)}, candidate,
-                                    reference));
+  EXPECT_FALSE(eval::shares_on_device({on_device(43, 9 * GB), on_device(44, std::nullopt)},
+                                      candidate, reference));
 }
 
 TEST(HeldOnDevice, OnlyTheReferencesDeviceAllocationOnAGpuIsWeighed) {
@@ -211,6 +215,8 @@ TEST(HeldOnDevice, TheReadingFromTheDriversListToTheRule) {
   ASSERT_TRUE(held) << why;
   EXPECT_EQ(asked, "abc-123");
   EXPECT_DOUBLE_EQ(held->held_bytes, 100 * GB);  // the worker's; not the reference's or another's
+  EXPECT_DOUBLE_EQ(held->reference_bytes, 9 * GB);
+  EXPECT_DOUBLE_EQ(held->others_bytes, 30 * GB);
   EXPECT_DOUBLE_EQ(held->planned_bytes, 10 * GB);
   EXPECT_TRUE(judge::held_beyond_plan(*held));
   EXPECT_FALSE(unread);

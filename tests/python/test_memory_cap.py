@@ -229,3 +229,120 @@ def test_a_model_loaded_with_place_host_takes_no_device_memory_until_placed(tmp_
         assert role.cases["native-0"].figures["truth"] == "float64"
     finally:
         _close(role)
+
+
+# -- out of the device's memory with the device to itself: what the reference lets go, and says --
+
+LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 32)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _linear_role(tmp_path) -> reference.ReferenceRole:
+    problem = tmp_path / "linear.py"
+    problem.write_text(textwrap.dedent(LINEAR))
+    role = reference.ReferenceRole()
+    role.cmd_load_problem({"device": "cpu", "problem": str(problem)})
+    role.cmd_set_plan({"cache_bytes": 1 << 30})
+    return role
+
+
+def _out_of_memory() -> torch.OutOfMemoryError:
+    return torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+
+def test_out_of_memory_twice_lets_the_float64_model_go_and_the_next_truth_makes_it_again(
+    tmp_path,
+):
+    """A draw that still runs out with every case let go is tried once more without the float64
+    model (2_ShallowWideMLP on an 80 GB H100: 17 GB of it beside the model, its initial state and
+    their shared block). The next float64 run makes the model again: the truth stays float64."""
+    role = _linear_role(tmp_path)
+    try:
+        role.cmd_prepare_case(CASE)
+        assert role.model64 is not None and role.cases
+        seen = []
+
+        def needs_room():
+            seen.append((len(role.cases), role.model64 is not None))
+            if len(seen) < 3:
+                raise _out_of_memory()
+            return "made"
+
+        assert role._with_room(needs_room) == "made"
+        # Tried with everything; then with the unpinned cases let go; then without the model too.
+        assert seen == [(1, True), (0, True), (0, False)]
+        role.cmd_prepare_case({**CASE, "id": "h1_native-0", "family": "h1_native"})
+        assert role.model64 is not None
+        assert role.cases["h1_native-0"].figures["truth"] == "float64"
+    finally:
+        _close(role)
+
+
+def test_what_fits_at_once_keeps_the_float64_model_and_other_failures_are_not_retried(tmp_path):
+    role = _linear_role(tmp_path)
+    try:
+        role.cmd_prepare_case(CASE)
+        model64 = role.model64
+        assert role._with_room(lambda: "made") == "made"
+        assert role.model64 is model64 and role.cases  # nothing let go for a first try that fits
+
+        def broken():
+            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+        with pytest.raises(RuntimeError, match="shapes"):
+            role._with_room(broken)
+        assert role.model64 is model64 and role.cases
+
+        def never_fits():
+            raise _out_of_memory()
+
+        with pytest.raises(torch.OutOfMemoryError):
+            role._with_room(never_fits)  # the third failure is the harness's out of memory
+    finally:
+        _close(role)
+
+
+def test_the_reference_says_what_it_held_when_it_ran_out(tmp_path):
+    """An out-of-memory answer from the reference carries its account (cases, pins, blocks, the
+    models), which the harness fault's detail keeps: whose memory it was is then on record. Not
+    for another failure, and not from a role that has no account (the candidate's)."""
+    from kbv import worker
+
+    role = _linear_role(tmp_path)
+    try:
+        role.cmd_prepare_case(CASE)
+        role.cases["native-0"].pins = 1
+        held = role.holding()
+        assert held["cases"] == 1 and held["pinned"] == 1 and held["case_bytes"] > 0
+        assert held["model_bytes"] == (64 * 32 + 32) * 4
+        assert held["model64_bytes"] == 2 * held["model_bytes"]
+        words = role.holding_words()
+        assert "1 cases (1 pinned)" in words and "the float64 model" in words, words
+        payload = worker._with_resource({"kind": "internal_error"}, _out_of_memory(), role)
+        assert payload["resource"] == "out_of_memory" and payload["memory"] == "device"
+        assert payload["holding"] == words
+        other = worker._with_resource({}, RuntimeError("shapes cannot be multiplied"), role)
+        assert "holding" not in other
+        assert "holding" not in worker._with_resource({}, _out_of_memory(), object())
+    finally:
+        role.cases["native-0"].pins = 0
+        _close(role)

@@ -220,3 +220,33 @@ def test_the_cases_the_rechecks_use_are_drawn_once_when_some_stay_resident(
     prepared = [c for c in calls if c["cmd"] == "prepare_case"]
     drawn = [c for c in prepared if not c.get("detail", {}).get("cached")]
     assert len(drawn) == cases + 1, [c.get("detail") for c in prepared]
+
+
+@pytest.mark.e2e
+def test_the_rechecks_let_case_b_and_the_repeats_copy_go_before_a_fresh_copy_of_a(
+    tmp_path, run_eval, monkeypatch
+):
+    """The re-checks make two copies of case A's inputs (the repeat, kept by the candidate for
+    the same-buffers run with B's values, and the fresh-buffers run): when the second is made,
+    B and the first copy are done with. Kept, they ran an 80 GB H100 out of memory with the
+    device to itself (38_L1Norm_, 88 GiB at once). The call trace says what the reference held
+    as each copy was asked for."""
+    honest = CPU_CANDIDATES / "level2" / "2_Gemm_Scale_Sigmoid.py"
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("KBV_TRACE_CALLS", str(trace))
+    done = run_eval(GEMM, honest, "--no-timing")
+    assert done.result is not None and done.result["verdict"] == "correct", done.stderr
+    rechecks = done.result["candidate"]["rechecks"]
+    a, b = rechecks["determinism"]["case"], rechecks["fresh_values_in_reused_buffers"]["case"]
+    assert a != b
+    calls = [json.loads(line) for line in trace.read_text().splitlines()]
+    copies = [
+        c["detail"]["store"]
+        for c in calls
+        if c["cmd"] == "share_case" and c.get("detail", {}).get("store", {}).get("fresh")
+    ]
+    assert len(copies) == 2, copies
+    repeat, fresh = copies
+    assert sorted(repeat["pinned"]) == sorted([a, b])
+    assert repeat["blocks"] == 0
+    assert fresh["pinned"] == [a] and fresh["blocks"] == 0, fresh
