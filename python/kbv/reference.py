@@ -430,6 +430,7 @@ class ReferenceRole:
         # What is held as the request comes (before a fresh copy): the call trace's account of
         # what the re-checks keep resident beside each copy they make (docs/case-path.md).
         store = {
+            "case": request["id"],
             "fresh": bool(request.get("fresh")),
             "pinned": [i for i, c in self.cases.items() if c.pins > 0],
             "resident_bytes": self._resident_bytes(),

@@ -229,6 +229,12 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
 
   side.cases.release(made);
   made.clear();
+  // A is needed again only to tell whose a failed perturbed run's output is (drawn again below
+  // if it was let go): unpinned, its room is the perturbed draw's where that needs it. On the
+  // 80 GB card A, the perturbed draw's peak, the slot and the candidate's cache do not fit
+  // together at 38_L1Norm_'s size.
+  side.cases.unpin({a_id});
+  pinned.clear();
   json& p = side.cases.perturbed(a);
   side.cases.ensure(p, /*pin=*/true);
   pinned.push_back(p["id"].get<std::string>());
@@ -242,6 +248,7 @@ RecheckRecord run_rechecks(CandidateSide& side, json& cases) {
     record["passed"] = changed->outputs.passed;
     if (!changed->outputs.passed) {
       // Whose output is it? A's own (a stored answer) or a wrong one of its own making.
+      side.cases.ensure(a, /*pin=*/false);
       auto as_a = side.cases.judge(a, last.answer.result, last.token);
       record["matches_unperturbed"] = as_a.outputs.passed;
       if (as_a.outputs.passed) {

@@ -229,8 +229,8 @@ def test_the_rechecks_let_case_b_and_the_repeats_copy_go_before_a_fresh_copy_of_
     """The re-checks make two copies of case A's inputs (the repeat, kept by the candidate for
     the same-buffers run with B's values, and the fresh-buffers run): when the second is made,
     B and the first copy are done with. Kept, they ran an 80 GB H100 out of memory with the
-    device to itself (38_L1Norm_, 88 GiB at once). The call trace says what the reference held
-    as each copy was asked for."""
+    device to itself (38_L1Norm_, 88 GiB at once). Then the perturbed run needs only its own
+    case. The call trace says what the reference held as each case was shared."""
     honest = CPU_CANDIDATES / "level2" / "2_Gemm_Scale_Sigmoid.py"
     trace = tmp_path / "trace.jsonl"
     monkeypatch.setenv("KBV_TRACE_CALLS", str(trace))
@@ -250,3 +250,8 @@ def test_the_rechecks_let_case_b_and_the_repeats_copy_go_before_a_fresh_copy_of_
     assert sorted(repeat["pinned"]) == sorted([a, b])
     assert repeat["blocks"] == 0
     assert fresh["pinned"] == [a] and fresh["blocks"] == 0, fresh
+    # The perturbed run's own case is the only one held for it; A is drawn again only to name
+    # a failed perturbed output.
+    shares = [c["detail"]["store"] for c in calls if c["cmd"] == "share_case" and "detail" in c]
+    perturbed = [s for s in shares if s["case"].endswith("~perturbed")]
+    assert len(perturbed) == 1 and perturbed[0]["pinned"] == [perturbed[0]["case"]], perturbed
