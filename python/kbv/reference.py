@@ -1522,6 +1522,9 @@ class ReferenceRole:
         if self.device.type == "cuda":
             held["torch_allocated_bytes"] = torch.cuda.memory_allocated(self.device)
             held["torch_reserved_bytes"] = torch.cuda.memory_reserved(self.device)
+            # Fixed segments keep a freed range that shares a segment with a live tensor; the
+            # reference's worker asks for expandable ones (worker_options.cpp).
+            held["torch_segments"] = _segment_kind(self.device)
             free, total = torch.cuda.mem_get_info(self.device)
             held["device_free_bytes"], held["device_total_bytes"] = free, total
         return held
@@ -1896,10 +1899,23 @@ def describe_holding(held: dict[str, Any]) -> str:
     if "torch_allocated_bytes" in held:
         words += (
             f"; torch's allocator {gib('torch_allocated_bytes')} allocated of "
-            f"{gib('torch_reserved_bytes')} reserved; the device had {gib('device_free_bytes')} "
+            f"{gib('torch_reserved_bytes')} reserved in {held.get('torch_segments', 'no')} "
+            f"segments; the device had {gib('device_free_bytes')} "
             f"free of {gib('device_total_bytes')}"
         )
     return words
+
+
+def _segment_kind(device: torch.device) -> str:
+    """How torch's caching allocator holds this device's memory: "expandable" segments give a
+    freed range back to the device, "fixed" ones only when the whole segment is free."""
+    index = shared.device_index(device)
+    kinds = {
+        "expandable" if segment.get("is_expandable", False) else "fixed"
+        for segment in torch.cuda.memory_snapshot()
+        if segment.get("device", index) == index
+    }
+    return " and ".join(sorted(kinds)) or "no"
 
 
 def _release_cached(device: torch.device) -> None:

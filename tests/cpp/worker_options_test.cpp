@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "orchestrate/worker_protocol.hpp"
 
 namespace kbv::orchestrate {
@@ -58,6 +60,22 @@ TEST(WorkerOptions, ReferenceIsTrustedToWriteItsRunDirectory) {
   EXPECT_EQ(options.log_file, "/tmp/kbv-runs/kbv-x/reference.log");
   EXPECT_FALSE(options.environment.contains("TORCH_EXTENSIONS_DIR"));
   EXPECT_TRUE(options.sandbox.private_tmp.empty());  // its /tmp is writable as it is
+}
+
+TEST(WorkerOptions, OnlyTheReferenceGetsExpandableSegmentsUnlessTheUserChoseAnAllocator) {
+  ::unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  EXPECT_EQ(
+      worker_options(spec_of(WorkerKind::Reference)).environment.at("PYTORCH_CUDA_ALLOC_CONF"),
+      "expandable_segments:True");
+  EXPECT_FALSE(worker_options(spec_of(WorkerKind::Candidate))
+                   .environment.contains("PYTORCH_CUDA_ALLOC_CONF"));
+  EXPECT_FALSE(
+      worker_options(spec_of(WorkerKind::Build)).environment.contains("PYTORCH_CUDA_ALLOC_CONF"));
+  // The user's own setting reaches every worker as the orchestrator's environment, unchanged.
+  ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
+  EXPECT_FALSE(worker_options(spec_of(WorkerKind::Reference))
+                   .environment.contains("PYTORCH_CUDA_ALLOC_CONF"));
+  ::unsetenv("PYTORCH_CUDA_ALLOC_CONF");
 }
 
 TEST(WorkerOptions, BuildWorkerRunsNicerWithItsCachesInScratch) {

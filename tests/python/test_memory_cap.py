@@ -346,3 +346,32 @@ def test_the_reference_says_what_it_held_when_it_ran_out(tmp_path):
     finally:
         role.cases["native-0"].pins = 0
         _close(role)
+
+
+@pytest.mark.skipif(not GPU, reason="torch's segments are the device's")
+@pytest.mark.parametrize(
+    ("conf", "kind"), [("expandable_segments:True", "expandable"), ("", "fixed")]
+)
+def test_the_reference_names_the_segments_its_cache_holds(conf, kind):
+    """The reference's worker runs with expandable segments (worker_options.cpp), so that a
+    freed range goes back to the device though a live tensor shares its segment; a fault's
+    account says which kind the cache held. The setting is read at torch's first allocation,
+    hence a process of its own for each."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = (
+        "import torch; from kbv import reference; "
+        "x = torch.empty(1 << 22, device='cuda'); "
+        "print(reference._segment_kind(torch.device('cuda')))"
+    )
+    path = os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "PYTORCH_CUDA_ALLOC_CONF": conf}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == kind
