@@ -56,23 +56,31 @@ class CandidateRole:
         self.alive: list[list] = []
 
     def cmd_load_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
+        laps = hosting.Laps(started=hosting.since_worker_start())
         self.device = hosting.device_of(request["device"])
         numerics.set_tf32(True)
         self.numerics_baseline = numerics.snapshot()
         gpu_guards.record_clean_l2(self.device)
         self.extensions.install()
         self.harness = guards.HarnessSnapshot()
+        laps.lap("guards")
         started = time.monotonic()
         with _build_cache_lock():
+            laps.lap("build_lock")
             module = import_file(request["candidate"], "candidate")
         import_seconds = time.monotonic() - started
+        laps.lap("import")
         model_cls = require(module, "ModelNew", "compile_error", "the candidate")
         if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
             raise WorkerError("compile_error", "ModelNew is not a torch.nn.Module subclass")
         init_inputs = shared.decode_values(request["init_inputs"])
         hosting.seeded(hosting.CONSTRUCT_SEED)
-        self.model = construct(model_cls, init_inputs, "candidate").to(self.device).eval()
+        model = construct(model_cls, init_inputs, "candidate")
+        laps.lap("construct")
+        self.model = model.to(self.device).eval()
+        laps.lap("to_device")
         return {
+            "load_phases_s": laps.seconds,
             "import_seconds": import_seconds,
             "state_spec": params.spec(self.model),
             "persistent_bytes": memory.state_bytes(self.model),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import platform
 import sys
+import time
 from typing import Any
 
 import torch
@@ -125,3 +126,28 @@ def environment(device: torch.device) -> dict[str, Any]:
         env["device_name"] = platform.processor() or platform.machine()
         env["cpu_threads"] = torch.get_num_threads()
     return env
+
+
+# When the worker process began (kbv.worker sets it before its heavy imports); None in a
+# process that only hosts a role, as tests do.
+WORKER_STARTED: float | None = None
+
+
+def since_worker_start() -> float:
+    """Seconds from the worker process's start to now: a first command's wait for its process
+    (imports, CUDA's libraries) beside its own steps. 0 outside a worker."""
+    return time.monotonic() - WORKER_STARTED if WORKER_STARTED is not None else 0.0
+
+
+class Laps:
+    """Seconds each step of a command took, in order: a load's answer carries them, and the
+    call trace (KBV_TRACE_CALLS) keeps them, so that a slow load says which step was slow."""
+
+    def __init__(self, **before: float) -> None:
+        self.seconds: dict[str, float] = {k: round(v, 4) for k, v in before.items()}
+        self._last = time.monotonic()
+
+    def lap(self, step: str) -> None:
+        now = time.monotonic()
+        self.seconds[step] = round(now - self._last, 4)
+        self._last = now

@@ -237,6 +237,7 @@ class ReferenceRole:
 
     # -- the problem --------------------------------------------------------------------------
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
+        laps = hosting.Laps(started=hosting.since_worker_start())
         self.device = hosting.device_of(request["device"])
         self.keep = request.get("keep", "truth")
         # The protocol's policy (check::Policy JSON): the TF32 baseline is measured against the
@@ -246,6 +247,7 @@ class ReferenceRole:
         self.roundoff = UNIT_ROUNDOFF[request.get("precision", "tf32")]
         numerics.set_tf32(True)
         self.module = import_file(request["problem"], "problem")
+        laps.lap("import")
         model_cls = require(self.module, "Model", "problem_error", "the problem")
         require(self.module, "get_inputs", "problem_error", "the problem")
         get_init_inputs = require(self.module, "get_init_inputs", "problem_error", "the problem")
@@ -265,27 +267,36 @@ class ReferenceRole:
         # moves nothing; the same exchanges run, so the CPU tests cover them.)
         self._model_on_host = request.get("place") == "host"
         model = construct(model_cls, init_inputs, "problem")
+        laps.lap("construct")
         self.model = (model if self._model_on_host else model.to(self.device)).eval()
+        laps.lap("to_device")
         self._construction = (model_cls, init_inputs)  # for a float64 model built anew
         self.initial_state = {
             k: v.detach().clone().contiguous() for k, v in params.state_tensors(self.model).items()
         }
+        laps.lap("initial_state")
         template = self._shape_template()
+        laps.lap("template")
         forward = self._meta_forward(template)
+        laps.lap("meta_forward")
         roofline.warm_up_in_background()  # its first use is seconds; the roofline call comes later
+        environment = hosting.environment(self.device)
+        memory_now = _memory_now(self.device)
+        laps.lap("environment")
         return {
+            "load_phases_s": laps.seconds,
             "name": Path(request["problem"]).stem,
             "state_spec": params.spec(self.model),
             "inputs": [_as_on(hosting.describe(v), self.device) for v in template],
             "init_inputs": encoded_init,
             "persistent_bytes": memory.state_bytes(self.model),
-            "environment": hosting.environment(self.device),
+            "environment": environment,
             "sizes": {
                 "input_bytes": sum(shared.nbytes(v) for v in template if torch.is_tensor(v)),
                 "state_bytes": sum(shared.nbytes(v) for v in self.initial_state.values()),
                 **forward,
             },
-            "memory": _memory_now(self.device),
+            "memory": memory_now,
             "placed": "host" if self._model_on_host else "device",
         }
 

@@ -9,10 +9,15 @@ import argparse
 import errno
 import os
 import sys
+import time
 import traceback
 
-from .channel import Channel
-from .loading import WorkerError, trim
+# When the process began (before torch and the role's imports): a load's answer says how long
+# the process took to be ready for it (`started` in its `load_phases_s`; kbv.hosting).
+STARTED = time.monotonic()
+
+from .channel import Channel  # noqa: E402 - after STARTED, by design
+from .loading import WorkerError, trim  # noqa: E402
 
 
 def serve(role, channel: Channel) -> None:
@@ -190,6 +195,9 @@ def main() -> None:
         from .candidate import CandidateRole
 
         role = CandidateRole()
+    from . import hosting
+
+    hosting.WORKER_STARTED = STARTED
     serve(role, channel)
     sys.stdout.flush()
     # Skip interpreter teardown: hosted extensions and CUDA contexts can crash or hang in

@@ -7,7 +7,8 @@
 // "detail": a breakdown the worker sent, such as a drawn case's `draw_phases_s`, or
 // {"cached": true} for a case kept from before); a line is
 // written whole in one write(2) on an O_APPEND file, so the threads and processes of one run
-// (kbv run, its device threads, a second kbv) can share the file.
+// (kbv run, its device threads, a second kbv) can share the file. A load (load_problem,
+// load_candidate) gives its steps and `started`, its process's start to the command.
 #pragma once
 
 #include <chrono>

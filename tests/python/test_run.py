@@ -117,10 +117,25 @@ def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
     # within what it reserved of the device); the first problem's, loaded by its evaluation,
     # was built in place.
     calls = collections.defaultdict(list)
+    loads = []
     for line in trace.read_text().splitlines():
         call = json.loads(line)
         if call["role"] == "reference":
             calls[call["pid"]].append(call["cmd"])
+        if call["cmd"] in ("load_problem", "load_candidate"):
+            loads.append(call)
+    # Every load says where its time went: its process's start and each step.
+    steps = {
+        "load_problem": ["started", "import", "construct", "to_device", "initial_state",
+                         "template", "meta_forward", "environment"],
+        "load_candidate": ["started", "guards", "build_lock", "import", "construct", "to_device"],
+    }  # fmt: skip
+    assert {c["cmd"] for c in loads} == set(steps), loads
+    for call in loads:
+        assert set(call["detail"]) == set(steps[call["cmd"]]), call  # (the trace sorts keys)
+        assert all(v >= 0 for v in call["detail"].values()), call
+        assert call["detail"]["started"] > 0, call  # a worker process's own start
+        assert sum(call["detail"].values()) <= call["s"] + call["detail"]["started"], call
     placed = [c for c in calls.values() if "place_model" in c]
     assert len(placed) == 1, dict(calls)
     assert placed[0][:3] == ["load_problem", "place_model", "prepare_case"], placed[0]
