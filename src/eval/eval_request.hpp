@@ -88,6 +88,9 @@ struct EvalPlacement {
   // while a retry has the device alone): their share of the device's memory for cases
   // (kAheadShare) is then not the sessions' (eval/memory_plan.hpp).
   bool sessions_ahead = false;
+  // Keep a started reference worker in the slot (`reference`) for the next session that needs
+  // one (kbv run, kbv serve; on a GPU by default: spare_references_wanted).
+  bool spare_reference = false;
   // A worker started ahead for this very candidate (start_candidate_worker): kbv run starts
   // each device thread's next candidate's worker while the current one is evaluated. Used when
   // it is still alive and was started for the same file; otherwise one is started here.

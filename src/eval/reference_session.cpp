@@ -54,6 +54,7 @@ json ReferenceSession::record(bool reused) const {
               {"reused", reused},
               {"preparations", preparations},
               {"candidate_index", candidates}};
+  if (from_spare) out["from_spare"] = true;
   if (plan) out["plan"] = plan->to_json();
   return out;
 }

@@ -79,6 +79,7 @@ struct ReferenceSession {
   bool prepared_ahead = false;
   std::string ahead_note;     // what it did ahead and why (drawn, loaded only), in words
   bool ahead_capped = false;  // its allocations were capped for the draw ahead (cap_memory)
+  bool from_spare = false;    // its worker was the slot's spare, started before it was needed
 
   ReferenceSession() = default;
   ReferenceSession(const ReferenceSession&) = delete;
@@ -91,6 +92,15 @@ struct ReferenceSession {
 struct ReferenceSlot {
   std::unique_ptr<ReferenceSession> session;
   int sessions_started = 0;
+  // A session with nothing but a started worker and its run directory, for the next session
+  // that needs one (placement.spare_reference): a worker's start (the process, its sandbox,
+  // torch's and CUDA's libraries) is seconds, and a session started when an evaluation needs
+  // it waits for all of it (session 24's H100 audit: a load took 6.2 s at the median, for the
+  // smallest problems too, and 305 s of 1,001 passed with nothing but loads in flight). Its
+  // worker holds no device memory before its first command. `spare_settings`: what it was
+  // started for; it is taken only for the same.
+  std::unique_ptr<ReferenceSession> spare;
+  std::string spare_settings;
   // Sessions started ahead (start_reference_session) for problems this thread evaluates next,
   // by the problem's absolute path: their worker is started (and imports torch), loads the
   // problem and draws its cases while the thread's current evaluation runs.

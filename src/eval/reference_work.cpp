@@ -244,22 +244,14 @@ AheadPermit permit_ahead(MemoryLedger* ahead, const json& loaded) {
   return permit;
 }
 
-namespace {
-
-// A new session: its own run directory and secret seed; no worker yet.
-std::unique_ptr<ReferenceSession> new_reference_session(const EvalRequest& request,
-                                                        const ReferenceKey& key) {
-  auto fresh = std::make_unique<ReferenceSession>();
-  fresh->key = key;
-  fresh->problem = fs::absolute(request.problem);
-  fresh->keep_run_dir = request.placement.keep_work_dir;
-  auto dir = make_run_dir(request.placement.work_dir, request.placement.keep_work_dir);
-  fresh->run_dir = dir.path;
-  fresh->run_dir_owner = std::move(dir.owner);
-  fresh->secret = random_secret();
-  fresh->key.secret_sha256 = sha256_hex(fresh->secret);
-  return fresh;
+bool spare_references_wanted(const std::string& device) {
+  if (const char* value = std::getenv("KBV_SPARE_REFERENCES"); value && *value) {
+    return std::string(value) != "0";
+  }
+  return device.starts_with("cuda");
 }
+
+namespace {
 
 std::unique_ptr<orchestrate::WorkerProcess> start_reference_worker(const EvalRequest& request,
                                                                    const fs::path& run_dir) {
@@ -270,6 +262,63 @@ std::unique_ptr<orchestrate::WorkerProcess> start_reference_worker(const EvalReq
   spec.folder = run_dir;
   spec.address_space_bytes = request.limits.reference_address_space_bytes;
   return std::make_unique<orchestrate::WorkerProcess>(orchestrate::worker_options(spec));
+}
+
+// Everything a reference worker's start depends on (worker_options and the run directory's
+// place); the problem is not among it: the worker learns it from load_problem.
+std::string spare_settings(const EvalRequest& request) {
+  return fmt::format("{}|{}|{}|{}|{}", request.settings.size, request.settings.sandbox,
+                     request.limits.reference_address_space_bytes,
+                     request.placement.work_dir.string(), request.placement.keep_work_dir);
+}
+
+// The slot's spare for a new session, when it was started for the same settings and its worker
+// is alive and silent (no answer, no exit: waiting for its first request); a new spare starts
+// in its place either way. nullptr without a slot or the setting, or when a start failed (the
+// session then starts its own worker, and reports that start's failure).
+std::unique_ptr<ReferenceSession> take_spare(const EvalRequest& request) {
+  auto* slot = request.placement.reference;
+  if (!slot || !request.placement.spare_reference) return nullptr;
+  const std::string settings = spare_settings(request);
+  std::unique_ptr<ReferenceSession> taken;
+  if (slot->spare && slot->spare_settings == settings && slot->spare->worker &&
+      !slot->spare->worker->ready(std::chrono::milliseconds(0))) {
+    taken = std::move(slot->spare);
+    taken->from_spare = true;
+  }
+  slot->spare.reset();  // one that was not taken stops here, its folder removed
+  try {
+    auto spare = std::make_unique<ReferenceSession>();
+    spare->keep_run_dir = request.placement.keep_work_dir;
+    auto dir = make_run_dir(request.placement.work_dir, request.placement.keep_work_dir);
+    spare->run_dir = dir.path;
+    spare->run_dir_owner = std::move(dir.owner);
+    spare->worker = start_reference_worker(request, spare->run_dir);
+    slot->spare = std::move(spare);
+    slot->spare_settings = settings;
+  } catch (const std::exception&) {
+    slot->spare.reset();  // tried again at the next session
+  }
+  return taken;
+}
+
+// A new session: its own run directory and secret seed; its worker the slot's spare when there
+// is one (else started by the caller).
+std::unique_ptr<ReferenceSession> new_reference_session(const EvalRequest& request,
+                                                        const ReferenceKey& key) {
+  auto fresh = take_spare(request);
+  if (!fresh) {
+    fresh = std::make_unique<ReferenceSession>();
+    fresh->keep_run_dir = request.placement.keep_work_dir;
+    auto dir = make_run_dir(request.placement.work_dir, request.placement.keep_work_dir);
+    fresh->run_dir = dir.path;
+    fresh->run_dir_owner = std::move(dir.owner);
+  }
+  fresh->key = key;
+  fresh->problem = fs::absolute(request.problem);
+  fresh->secret = random_secret();
+  fresh->key.secret_sha256 = sha256_hex(fresh->secret);
+  return fresh;
 }
 
 }  // namespace
@@ -292,7 +341,7 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
       protocol_by_name(request.settings.protocol, request.settings.hidden_draws);
   auto session = new_reference_session(
       request, requested_key(request, protocol, sha256_file(request.problem)));
-  session->worker = start_reference_worker(request, session->run_dir);
+  if (!session->worker) session->worker = start_reference_worker(request, session->run_dir);
   // The problem is loaded and its cases drawn on a thread of the session's own, each call under
   // the device's gate like any evaluation's (a timing run on the device excludes them); the
   // evaluation that takes the session joins it first. A failure leaves the session unused: the

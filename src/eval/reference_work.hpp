@@ -101,6 +101,11 @@ AheadPermit permit_ahead(MemoryLedger* ahead, const nlohmann::json& loaded);
 ReferenceKey requested_key(const EvalRequest& request, const Protocol& protocol,
                            const std::string& problem_sha256);
 
+// Whether kbv run and kbv serve keep a spare reference worker per device thread
+// (ReferenceSlot::spare): on a GPU, where a worker's start is seconds; KBV_SPARE_REFERENCES=1
+// or 0 says so for any device (the CPU tests turn it on).
+bool spare_references_wanted(const std::string& device);
+
 // A reference session for `request.problem` started ahead: a new run directory and secret
 // seed, the key's request part, and a worker that imports torch, loads the problem and draws
 // every hidden case on the session's `preparing` thread (under the placement's gate). kbv run

@@ -18,6 +18,7 @@
 #include "eval/evaluator.hpp"
 #include "eval/harness_faults.hpp"
 #include "eval/reference_session.hpp"
+#include "eval/reference_work.hpp"
 #include "eval/workspace.hpp"
 #include "judge/harness_fault.hpp"
 #include "orchestrate/build_cache.hpp"
@@ -113,7 +114,8 @@ class DeviceThread {
         device_(std::move(device)),
         gate_(run.gates.at(device_).get()),
         evaluations_on_device_(
-            static_cast<int>(std::count(run.threads_on.begin(), run.threads_on.end(), device_))) {}
+            static_cast<int>(std::count(run.threads_on.begin(), run.threads_on.end(), device_))),
+        spare_references_(eval::spare_references_wanted(device_)) {}
 
   void operator()() {
     while (true) {
@@ -142,6 +144,7 @@ class DeviceThread {
     eval.settings.device = device_;
     eval.placement.progress = nullptr;  // one line per candidate, not per stage
     eval.placement.reference = &reference_;
+    eval.placement.spare_reference = spare_references_;
     // Always through the gate: besides other evaluations on the device, the reference of the
     // next problem prepares ahead on it, and a timing run must exclude both.
     eval.placement.gate = gate_;
@@ -364,7 +367,8 @@ class DeviceThread {
   const std::string device_;
   DeviceGate* gate_;
   const int evaluations_on_device_;
-  ReferenceSlot reference_;  // this thread's kept reference work, one problem at a time
+  const bool spare_references_;  // a spare reference worker in reference_ (on a GPU)
+  ReferenceSlot reference_;      // this thread's kept reference work, one problem at a time
   int sessions_counted_ = 0;
   fs::path current_;  // the problem of the last task taken
   // The thread's next task, reserved when the current one starts, and its candidate's worker.

@@ -11,6 +11,7 @@
 #include "eval/evaluator.hpp"
 #include "eval/harness_faults.hpp"
 #include "eval/reference_session.hpp"
+#include "eval/reference_work.hpp"
 #include "judge/harness_fault.hpp"
 #include "schedule/devices.hpp"
 #include "schedule/resume.hpp"
@@ -190,6 +191,7 @@ void EvalPool::evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& r
   const int sharing = threads_on_.at(device);
   eval::EvalRequest request = job_request(settings_.server, job, device);
   request.placement.reference = &reference;
+  request.placement.spare_reference = eval::spare_references_wanted(device);
   request.placement.gate = gates_.at(device).get();
   request.placement.evaluations_per_device = sharing;
   request.placement.prestarted = std::move(prestarted);
@@ -223,6 +225,7 @@ void EvalPool::evaluate_alone(size_t index, const Retry& retry, eval::ReferenceS
   show(index, job.id, job.problem_sha256);
   eval::EvalRequest request = job_request(settings_.server, job, device);
   request.placement.reference = &reference;
+  request.placement.spare_reference = eval::spare_references_wanted(device);
   schedule::place_alone(request);
   const std::string key =
       job_store_key(settings_.server, job.spec, job.problem_sha256, job.candidate_sha256, device);

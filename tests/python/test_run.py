@@ -100,6 +100,46 @@ def test_run_streams_resumes_and_exports(tmp_path, cache_dir):
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("spares", ["1", "0"])
+def test_a_spare_reference_worker_takes_the_next_session(tmp_path, cache_dir, spares):
+    """With spares on (the default on a GPU; KBV_SPARE_REFERENCES=1 here), a device thread keeps
+    one reference worker started before a problem needs it, and the next session that is not
+    already started ahead takes it: of three problems one at a time, the first (its evaluation's
+    own session, the second's started ahead beside the spare) and the third (started ahead
+    during the second) run on spares; the verdicts are the same as without. Off (the CPU's
+    default), no session says it came from a spare."""
+    plain = tmp_path / "cands" / "plain" / "level1"
+    plain.mkdir(parents=True)
+    names = ("3_ReLU.py", "4_Softmax.py", "5_LayerNorm.py")
+    for name in names:
+        shutil.copy(CPU_CANDIDATES / "level1" / name, plain / name)
+    db = tmp_path / "spares.sqlite"
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"KBV_SPARE_REFERENCES": spares, "TMPDIR": str(work)}
+    done = kbv_run(
+        tmp_path / "cands", db, "--workers-per-device", "1", cache_dir=cache_dir, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(db) as con:
+        results = {
+            problem: json.loads(text)
+            for problem, text in con.execute("SELECT problem, result_json FROM results")
+        }
+    assert {p: r["verdict"] for p, r in results.items()} == {
+        name.removesuffix(".py"): "correct" for name in names
+    }
+    from_spare = {p for p, r in results.items() if r["problem"]["reference"].get("from_spare")}
+    if spares == "1":
+        assert from_spare == {"3_ReLU", "5_LayerNorm"}, from_spare
+        assert results["4_Softmax"]["problem"]["reference"].get("started_ahead") is True
+    else:
+        assert from_spare == set()
+    # The spare left at the end stopped with the run and its folder went with it.
+    assert list((work / "kbv-runs").iterdir()) == []
+
+
+@pytest.mark.e2e
 def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
     """One evaluation at a time over two problems: the second problem's reference was started,
     loaded and drawn during the first problem's evaluation (not reused from it), and the second
