@@ -56,7 +56,7 @@ class CandidateRole:
         self.alive: list[list] = []
 
     def cmd_load_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
-        laps = hosting.Laps(started=hosting.since_worker_start())
+        laps = hosting.Laps(process_start=hosting.WORKER_READY_S)
         self.device = hosting.device_of(request["device"])
         numerics.set_tf32(True)
         self.numerics_baseline = numerics.snapshot()

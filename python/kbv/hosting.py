@@ -128,15 +128,10 @@ def environment(device: torch.device) -> dict[str, Any]:
     return env
 
 
-# When the worker process began (kbv.worker sets it before its heavy imports); None in a
-# process that only hosts a role, as tests do.
-WORKER_STARTED: float | None = None
-
-
-def since_worker_start() -> float:
-    """Seconds from the worker process's start to now: a first command's wait for its process
-    (imports, CUDA's libraries) beside its own steps. 0 outside a worker."""
-    return time.monotonic() - WORKER_STARTED if WORKER_STARTED is not None else 0.0
+# Seconds the worker process took to be ready for commands (interpreter, torch's and the role's
+# imports): the cost of its start, without any idle wait after it (a spare or a worker started
+# ahead waits for its first command). kbv.worker sets it; 0 where a role is hosted otherwise.
+WORKER_READY_S = 0.0
 
 
 class Laps:

@@ -198,6 +198,7 @@ class ReferenceRole:
         self._model64_kind = "copy"  # or "constructed" (_new_float64_model)
         self._capped = False  # its device allocations are capped (cmd_cap_memory)
         self._model_on_host = False  # loaded ahead on the host, placed on the device when used
+        self.compactions = 0  # times _with_room moved the model out and back (holding says so)
         self._construction: tuple = (None, [])
         self.initial_state: dict[str, torch.Tensor] = {}
         self.initial_block: shared.Block | None = None
@@ -237,7 +238,7 @@ class ReferenceRole:
 
     # -- the problem --------------------------------------------------------------------------
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
-        laps = hosting.Laps(started=hosting.since_worker_start())
+        laps = hosting.Laps(process_start=hosting.WORKER_READY_S)
         self.device = hosting.device_of(request["device"])
         self.keep = request.get("keep", "truth")
         # The protocol's policy (check::Policy JSON): the TF32 baseline is measured against the
@@ -1481,12 +1482,18 @@ class ReferenceRole:
         """`make()`, tried again when the device ran out of memory: first with every case not in
         use let go (the cases kept for later candidates are only a cache), then with the float64
         model let go too (a copy, made again by the next float64 run; where that no longer fits,
-        the truth falls back to float32, recorded). Without that second step, on an 80 GB H100
-        with the device to itself, a draw of `2_ShallowWideMLP` (8.6 GB of weights: the model,
-        its initial state and shared block, the float64 copy at twice that) ran out of memory
-        for one redrawn state block (session 23). A failure after both is the harness's
-        out-of-memory (never the candidate's)."""
-        steps = (lambda: self._evict(0, everything=True), self._let_float64_model_go)
+        the truth falls back to float32, recorded), then with the model and its initial state
+        moved to the host and back (_compact). Without the second step, on an 80 GB H100 with
+        the device to itself, a draw of `2_ShallowWideMLP` (8.6 GB of weights: the model, its
+        initial state and shared block, the float64 copy at twice that) ran out of memory for
+        one redrawn state block (session 23); without the third, it ran out with 40 GiB free
+        in torch's cache, in segments a live tensor shared (session 24). A failure after all
+        three is the harness's out-of-memory (never the candidate's)."""
+        steps = (
+            lambda: self._evict(0, everything=True),
+            self._let_float64_model_go,
+            self._compact,
+        )
         for let_go in steps:
             try:
                 return make()
@@ -1495,6 +1502,26 @@ class ReferenceRole:
                     raise
             let_go()
         return make()
+
+    def _compact(self) -> None:
+        """The model and its initial state to the host and back, the cache emptied between: a
+        freed range of torch's cache that shares a segment with a live tensor cannot go back to
+        the device (`empty_cache` returns whole segments only), and the cases' shared blocks,
+        kbv's own VMM allocations, cannot use it. Moved out, the long-lived tensors free their
+        segments; moved back, each lands in a segment of its own size. Seconds for a large model
+        (a copy each way), on this path only; the values are unchanged. The allocator's setting
+        stays torch's default, as the candidate's: the reference's timings and memory figures
+        are measured as the candidate's are."""
+        if self.device.type != "cuda" or self.model is None or self._model_on_host:
+            return
+        torch.cuda.synchronize(self.device)
+        host = torch.device("cpu")
+        self.model.to(host)
+        self.initial_state = {k: v.to(host) for k, v in self.initial_state.items()}
+        _release_cached(self.device)
+        self.model.to(self.device)
+        self.initial_state = {k: v.to(self.device) for k, v in self.initial_state.items()}
+        self.compactions += 1
 
     def _let_float64_model_go(self) -> None:
         self.model64 = None
@@ -1529,12 +1556,13 @@ class ReferenceRole:
             "initial_block_bytes": (
                 self.initial_block.layout["nbytes"] if self.initial_block is not None else 0
             ),
+            "compactions": self.compactions,
         }
         if self.device.type == "cuda":
             held["torch_allocated_bytes"] = torch.cuda.memory_allocated(self.device)
             held["torch_reserved_bytes"] = torch.cuda.memory_reserved(self.device)
-            # Fixed segments keep a freed range that shares a segment with a live tensor; the
-            # reference's worker asks for expandable ones (worker_options.cpp).
+            # Fixed segments keep a freed range that shares a segment with a live tensor
+            # (_compact); expandable ones, where the user asked for them, do not.
             held["torch_segments"] = _segment_kind(self.device)
             free, total = torch.cuda.mem_get_info(self.device)
             held["device_free_bytes"], held["device_total_bytes"] = free, total
@@ -1905,6 +1933,7 @@ def describe_holding(held: dict[str, Any]) -> str:
         f"its initial state {gib('initial_state_bytes')} and shared block "
         f"{gib('initial_block_bytes')}",
         f"the float64 model {gib('model64_bytes')}",
+        f"moved out and back {held.get('compactions', 0)} times",
     ]
     words = "the reference held " + ", ".join(parts)
     if "torch_allocated_bytes" in held:

@@ -13,7 +13,7 @@ import time
 import traceback
 
 # When the process began (before torch and the role's imports): a load's answer says how long
-# the process took to be ready for it (`started` in its `load_phases_s`; kbv.hosting).
+# the process took to be ready (`process_start` in its `load_phases_s`; kbv.hosting).
 STARTED = time.monotonic()
 
 from .channel import Channel  # noqa: E402 - after STARTED, by design
@@ -197,7 +197,7 @@ def main() -> None:
         role = CandidateRole()
     from . import hosting
 
-    hosting.WORKER_STARTED = STARTED
+    hosting.WORKER_READY_S = time.monotonic() - STARTED
     serve(role, channel)
     sys.stdout.flush()
     # Skip interpreter teardown: hosted extensions and CUDA contexts can crash or hang in

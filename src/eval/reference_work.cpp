@@ -278,7 +278,10 @@ std::string spare_settings(const EvalRequest& request) {
 // session then starts its own worker, and reports that start's failure).
 std::unique_ptr<ReferenceSession> take_spare(const EvalRequest& request) {
   auto* slot = request.placement.reference;
-  if (!slot || !request.placement.spare_reference) return nullptr;
+  // Kept folders are for reading a session's log afterwards: a spare never used has none.
+  if (!slot || !request.placement.spare_reference || request.placement.keep_work_dir) {
+    return nullptr;
+  }
   const std::string settings = spare_settings(request);
   std::unique_ptr<ReferenceSession> taken;
   if (slot->spare && slot->spare_settings == settings && slot->spare->worker &&

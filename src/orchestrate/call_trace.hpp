@@ -8,7 +8,7 @@
 // {"cached": true} for a case kept from before); a line is
 // written whole in one write(2) on an O_APPEND file, so the threads and processes of one run
 // (kbv run, its device threads, a second kbv) can share the file. A load (load_problem,
-// load_candidate) gives its steps and `started`, its process's start to the command.
+// load_candidate) gives its steps and `process_start`, what its worker's start (imports) took.
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,5 @@
 #include "orchestrate/worker_options.hpp"
 
-#include <cstdlib>
-
 namespace kbv::orchestrate {
 namespace fs = std::filesystem;
 
@@ -32,20 +30,6 @@ void keep_files_in_scratch(WorkerOptions& options, const fs::path& scratch) {
   options.sandbox.private_tmp = scratch / "tmp";
 }
 
-// The reference keeps its model, the model's initial state and a float64 copy for a whole
-// problem while cases of many sizes come and go. In torch's fixed segments a long-lived tensor
-// placed in a freed, larger segment pins the rest of it: `empty_cache` cannot give that back,
-// and the cases' shared blocks (VMM allocations of kbv's own) cannot use it. On an 80 GB H100,
-// 2_ShallowWideMLP's reference so held 40 GiB of free cache beside 24 GiB of tensors and ran
-// out drawing an 8 GiB case (session 24). Expandable segments return freed pages. Only the
-// reference: the candidate runs under the allocator KernelBench gives it; a setting of the
-// user's own is left as it is.
-void keep_reference_cache_returnable(WorkerOptions& options) {
-  if (std::getenv("PYTORCH_CUDA_ALLOC_CONF") == nullptr) {
-    options.environment["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True";
-  }
-}
-
 }  // namespace
 
 void make_scratch_folders(const fs::path& scratch) {
@@ -69,7 +53,6 @@ WorkerOptions worker_options(const WorkerSpec& spec) {
       // The problem is user code too, but trusted: no network, no read-only file system.
       options.sandbox.read_only_root = false;
       options.address_space_bytes = spec.address_space_bytes;
-      keep_reference_cache_returnable(options);
       break;
     case WorkerKind::Candidate: {
       options.role = WorkerRole::Candidate;

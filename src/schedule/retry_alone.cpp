@@ -24,6 +24,8 @@ void place_alone(eval::EvalRequest& request) {
   request.placement.gate = nullptr;
   request.placement.evaluations_per_device = 1;
   request.placement.sessions_ahead = false;  // the threads let theirs go
+  // Nothing starts beside it: no spare reference worker importing torch while it is timed.
+  request.placement.spare_reference = false;
 }
 
 void mark_evaluated_alone(Result& result, const std::string& first_attempt) {

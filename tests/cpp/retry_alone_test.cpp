@@ -76,9 +76,13 @@ TEST(RetryAlone, TheSecondAttemptNamesTheFirst) {
   kbv::eval::EvalRequest request;
   request.placement.gate = &gate;
   request.placement.evaluations_per_device = 3;
+  request.placement.sessions_ahead = true;
+  request.placement.spare_reference = true;
   kbv::schedule::place_alone(request);
   EXPECT_EQ(request.placement.gate, nullptr);
   EXPECT_EQ(request.placement.evaluations_per_device, 1);
+  EXPECT_FALSE(request.placement.sessions_ahead);
+  EXPECT_FALSE(request.placement.spare_reference);  // nothing starts beside the retry
 }
 
 TEST(RetryAlone, ARetryWaitsForTheDeviceAndNothingStartsBesideIt) {

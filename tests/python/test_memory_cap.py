@@ -297,6 +297,60 @@ def test_out_of_memory_twice_lets_the_float64_model_go_and_the_next_truth_makes_
         _close(role)
 
 
+def test_out_of_memory_three_times_moves_the_model_out_and_back_then_tries_last(
+    tmp_path, monkeypatch
+):
+    """The third step of room: the model and its initial state leave the device and come back,
+    so that torch's cache can return segments they shared with freed ranges (2_ShallowWideMLP on
+    an 80 GB H100, session 24: 40 GiB free in the cache, 24 GiB of tensors, a case's 8 GiB block
+    refused). Taken only after the cases and the float64 model went; a fault's account counts
+    it."""
+    role = _linear_role(tmp_path)
+    try:
+        role.cmd_prepare_case(CASE)
+        steps = []
+        compact = role._compact
+        monkeypatch.setattr(role, "_compact", lambda: (steps.append("compact"), compact()))
+
+        def needs_room():
+            steps.append((len(role.cases), role.model64 is not None))
+            if len(steps) < 5:
+                raise _out_of_memory()
+            return "made"
+
+        assert role._with_room(needs_room) == "made"
+        assert steps == [(1, True), (0, True), (0, False), "compact", (0, False)]
+        assert "moved out and back 0 times" in role.holding_words()  # on the host: nothing moved
+    finally:
+        _close(role)
+
+
+@pytest.mark.skipif(not GPU, reason="segments are the device's")
+def test_moving_the_model_out_and_back_keeps_its_values_and_gives_back_the_cache(tmp_path):
+    """On the device: after _compact (with a freed range beside a live tensor in torch's cache)
+    the model and its initial state are on the device again with the same values."""
+    problem = tmp_path / "linear.py"
+    problem.write_text(textwrap.dedent(LINEAR))
+    role = reference.ReferenceRole()
+    role.cmd_load_problem({"device": "cuda", "problem": str(problem)})
+    role.cmd_set_plan({"cache_bytes": 1 << 30})
+    try:
+        before = {k: v.clone() for k, v in role.initial_state.items()}
+        weights = {k: v.detach().clone() for k, v in role.model.state_dict().items()}
+        # A freed range beside a live tensor in one segment: a large block split in two.
+        big = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+        del big
+        pinned = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")  # placed in its segment
+        role._compact()
+        assert role.compactions == 1
+        assert all(v.is_cuda for v in role.initial_state.values())
+        assert all(torch.equal(role.initial_state[k], before[k]) for k in before)
+        assert all(torch.equal(v, weights[k]) for k, v in role.model.state_dict().items())
+        del pinned
+    finally:
+        _close(role)
+
+
 def test_what_fits_at_once_keeps_the_float64_model_and_other_failures_are_not_retried(tmp_path):
     role = _linear_role(tmp_path)
     try:
@@ -316,7 +370,7 @@ def test_what_fits_at_once_keeps_the_float64_model_and_other_failures_are_not_re
             raise _out_of_memory()
 
         with pytest.raises(torch.OutOfMemoryError):
-            role._with_room(never_fits)  # the third failure is the harness's out of memory
+            role._with_room(never_fits)  # the fourth failure is the harness's out of memory
     finally:
         _close(role)
 
