@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Session 25's device plan (one detached run over three calls, bench/device_plan.sh), written in
 # session 24 for the changes that session made on the CPU only:
-#  1. The GPU twins of the reference's memory tests, with the segment-kind test (the reference's
-#     worker runs with expandable segments: worker_options.cpp).
+#  1. The GPU twins of the reference's memory tests, with the new ones (the model moved out and
+#     back by the third step of room, _compact; the segment kind a fault's account names).
 #  2. The four problems that ran out of memory alone on session 23's H100, one at a time
 #     (session 24: three passed; 2_ShallowWideMLP ran out with 40 GiB free in torch's fixed
-#     segments). With every GPU process's memory sampled: a spare reference worker should
+#     segments, now met by _compact). With every GPU process's memory sampled: a spare reference worker should
 #     take no device memory before its first command.
 #  3. A slice of 40 problems audited afresh (spares on, the default on a GPU; every call traced,
 #     the loads' steps in the trace): compare each problem's time with session 24's rows in
