@@ -407,10 +407,10 @@ def test_the_reference_says_what_it_held_when_it_ran_out(tmp_path):
     ("conf", "kind"), [("expandable_segments:True", "expandable"), ("", "fixed")]
 )
 def test_the_reference_names_the_segments_its_cache_holds(conf, kind):
-    """The reference's worker runs with expandable segments (worker_options.cpp), so that a
-    freed range goes back to the device though a live tensor shares its segment; a fault's
-    account says which kind the cache held. The setting is read at torch's first allocation,
-    hence a process of its own for each."""
+    """A fault's account says which kind of segments torch's cache held: fixed ones (torch's
+    default, the reference's and the candidate's) keep a freed range that shares a segment with
+    a live tensor (the reason for _compact); expandable ones, where a user set them, do not. The
+    setting is read at torch's first allocation, hence a process of its own for each."""
     import os
     import subprocess
     import sys
