@@ -1518,10 +1518,12 @@ class ReferenceRole:
         host = torch.device("cpu")
         self.model.to(host)
         self.initial_state = {k: v.to(host) for k, v in self.initial_state.items()}
-        _release_cached(self.device)
-        self.model.to(self.device)
-        self.initial_state = {k: v.to(self.device) for k, v in self.initial_state.items()}
+        # Loaded on the host until placed back: should that fail, the next command that needs
+        # the model places it again (before_command), as for a session loaded ahead.
+        self._model_on_host = True
         self.compactions += 1
+        _release_cached(self.device)
+        self.cmd_place_model({})
 
     def _let_float64_model_go(self) -> None:
         self.model64 = None
