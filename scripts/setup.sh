@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 / Ubuntu machine to a working kbv: system packages (when
-# run as root with apt), PyTorch pinned to the GPU machines' 2.11.0, the C++ build (engine,
-# CLI, native extension, tests) in ./build, and `pip install .` for the `kbv` command. Ray (for
-# kbv run --ray) is the plain package: the dashboard and its extras are not needed.
+# run as root with apt), PyTorch pinned to the GPU machines' 2.11.0, and `pip install .`, which
+# makes the C++ build (engine, CLI, native extension, tests) in ./build and the `kbv` command.
+# Ray (for kbv run --ray) is the plain package: the dashboard and its extras are not needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,10 +27,10 @@ echo "[setup] python packages (torch 2.11.0 is large the first time)"
   pytest pytest-xdist ruff \
   "ray==2.60.0"  # kbv run --ray; plain ray (no [default]): its core runs clusters and tests
 
-echo "[setup] building ./build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v "$PYTHON")" >/dev/null
-cmake --build build -j"$(nproc)"
-
-echo "[setup] installing the kbv command"
-"$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+# One build for both: pip's build (scikit-build-core) runs in ./build with the tests on, so the
+# kbv command is installed from the tree the tests use (two builds were half of a fresh CI's
+# set-up on two cores). A later `cmake --build build` rebuilds the same tree.
+echo "[setup] building ./build (engine, CLI, native extension, tests) and installing the kbv command"
+"$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+  -C build-dir=build -C cmake.define.KBV_BUILD_TESTS=ON .
 echo "[setup] done: $(command -v kbv || echo "build/kbv")"
