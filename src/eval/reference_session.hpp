@@ -96,9 +96,9 @@ struct ReferenceSlot {
   // that needs one (placement.spare_reference): a worker's start (the process, its sandbox,
   // torch's and CUDA's libraries) is seconds, and a session started when an evaluation needs
   // it waits for all of it (session 24's H100 audit: a load took 6.2 s at the median, for the
-  // smallest problems too, and 305 s of 1,001 passed with nothing but loads in flight). Its
-  // worker holds no device memory before its first command. `spare_settings`: what it was
-  // started for; it is taken only for the same.
+  // smallest problems too, and 333 s of 1,001 passed with nothing but loads in flight). Its
+  // worker makes no CUDA context before its first command (to be confirmed on a GPU).
+  // `spare_settings`: what it was started for; it is taken only for the same.
   std::unique_ptr<ReferenceSession> spare;
   std::string spare_settings;
   // Sessions started ahead (start_reference_session) for problems this thread evaluates next,

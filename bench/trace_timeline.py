@@ -1,0 +1,95 @@
+"""Where a run's wall time went, from its call trace (KBV_TRACE_CALLS): the calls laid on a grid,
+how long nothing but worker loads was in flight (an evaluation waiting for a worker's start or a
+model's construction), how long timing runs held the device, how many calls were in flight the
+rest of the time, and what the loads' steps took (`load_phases_s`, since session 24).
+
+    python3 bench/trace_timeline.py trace.jsonl[.gz] [--resolution 0.1] [--gap 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import json
+import statistics
+from pathlib import Path
+
+LOADS = {"load_problem", "load_candidate"}
+TIMING = {"time", "time_secondary", "prepare_timing_sets"}
+
+
+def read(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("trace", type=Path)
+    parser.add_argument("--resolution", type=float, default=0.1, help="grid step, seconds")
+    parser.add_argument("--gap", type=float, default=3.0, help="loads-only gaps at least this")
+    args = parser.parse_args()
+    calls = read(args.trace)
+    if not calls:
+        raise SystemExit(f"{args.trace}: no calls")
+    start = min(c["t"] for c in calls)
+    end = max(c["t"] + c["s"] for c in calls)
+    cells = int((end - start) / args.resolution) + 1
+    work = [0] * cells  # calls in flight other than loads
+    loads = [0] * cells
+    timing = [False] * cells
+    for c in calls:
+        first = int((c["t"] - start) / args.resolution)
+        last = min(cells, int((c["t"] + c["s"] - start) / args.resolution) + 1)
+        for k in range(first, last):
+            if c["cmd"] in LOADS:
+                loads[k] += 1
+            else:
+                work[k] += 1
+            if c["cmd"] in TIMING:
+                timing[k] = True
+    step = args.resolution
+    only_loads = [w == 0 and n > 0 for w, n in zip(work, loads, strict=True)]
+    gaps, k = [], 0
+    while k < cells:
+        if only_loads[k]:
+            j = k
+            while j < cells and only_loads[j]:
+                j += 1
+            if (j - k) * step >= args.gap:
+                gaps.append((k * step, j * step))
+            k = j
+        else:
+            k += 1
+    print(f"{len(calls)} calls over {end - start:.0f} s of wall")
+    gap_seconds = sum(b - a for a, b in gaps)
+    idle = sum(1 for w, n in zip(work, loads, strict=True) if w == n == 0)
+    print(f"  nothing but loads in flight: {sum(only_loads) * step:.0f} s")
+    print(f"    in {len(gaps)} gaps of {args.gap:g} s or more: {gap_seconds:.0f} s")
+    print(f"  nothing at all in flight: {idle * step:.0f} s")
+    print(f"  timing runs: {sum(timing) * step:.0f} s")
+    spread = collections.Counter(min(w, 5) for w in work)
+    shares = [f"{n}{'+' if n == 5 else ''}: {spread[n] * step:.0f} s" for n in range(6)]
+    print("  calls in flight besides loads: " + ", ".join(shares))
+    for command in sorted(LOADS):
+        seconds = sorted(c["s"] for c in calls if c["cmd"] == command)
+        if not seconds:
+            continue
+        p90 = seconds[int(0.9 * (len(seconds) - 1))]
+        median = statistics.median(seconds)
+        print(f"{command}: {len(seconds)}, median {median:.1f} s, p90 {p90:.1f} s")
+        print(f"  sum {sum(seconds):.0f} s")
+        steps = collections.defaultdict(list)
+        for c in calls:
+            if c["cmd"] == command and isinstance(c.get("detail"), dict):
+                for name, value in c["detail"].items():
+                    if isinstance(value, (int, float)):
+                        steps[name].append(value)
+        for name, values in sorted(steps.items(), key=lambda kv: -sum(kv[1])):
+            print(f"  {name}: median {statistics.median(values):.2f} s, sum {sum(values):.0f} s")
+
+
+if __name__ == "__main__":
+    main()
