@@ -52,6 +52,7 @@ KBV_TRACE_CALLS=$S/slice/trace.jsonl timeout $(limit 520) build/kbv audit \
   --problems $S/slice/problems --device cuda --workers-per-device 4 --db $S/slice/audit.sqlite \
   --out $S/slice/audit.md > $S/slice/audit.txt 2>&1
 say "the slice (40) rc=$? in $(( $(date +%s) - t )) s: $(tail -2 $S/slice/audit.txt | tr '\n' ' ')"
+python3 bench/trace_timeline.py $S/slice/trace.jsonl > $S/slice/timeline.txt 2>&1
 kill $APPS 2>/dev/null
 
 if [ "$(left)" -gt 120 ]; then
