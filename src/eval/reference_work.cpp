@@ -272,6 +272,16 @@ std::string spare_settings(const EvalRequest& request) {
                      request.placement.work_dir.string(), request.placement.keep_work_dir);
 }
 
+// A session with nothing but its own run directory (no key, no worker yet).
+std::unique_ptr<ReferenceSession> session_with_run_dir(const EvalRequest& request) {
+  auto session = std::make_unique<ReferenceSession>();
+  session->keep_run_dir = request.placement.keep_work_dir;
+  auto dir = make_run_dir(request.placement.work_dir, request.placement.keep_work_dir);
+  session->run_dir = dir.path;
+  session->run_dir_owner = std::move(dir.owner);
+  return session;
+}
+
 // The slot's spare for a new session, when it was started for the same settings and its worker
 // is alive and silent (no answer, no exit: waiting for its first request); a new spare starts
 // in its place either way. nullptr without a slot or the setting, or when a start failed (the
@@ -291,11 +301,7 @@ std::unique_ptr<ReferenceSession> take_spare(const EvalRequest& request) {
   }
   slot->spare.reset();  // one that was not taken stops here, its folder removed
   try {
-    auto spare = std::make_unique<ReferenceSession>();
-    spare->keep_run_dir = request.placement.keep_work_dir;
-    auto dir = make_run_dir(request.placement.work_dir, request.placement.keep_work_dir);
-    spare->run_dir = dir.path;
-    spare->run_dir_owner = std::move(dir.owner);
+    auto spare = session_with_run_dir(request);
     spare->worker = start_reference_worker(request, spare->run_dir);
     slot->spare = std::move(spare);
     slot->spare_settings = settings;
@@ -310,13 +316,7 @@ std::unique_ptr<ReferenceSession> take_spare(const EvalRequest& request) {
 std::unique_ptr<ReferenceSession> new_reference_session(const EvalRequest& request,
                                                         const ReferenceKey& key) {
   auto fresh = take_spare(request);
-  if (!fresh) {
-    fresh = std::make_unique<ReferenceSession>();
-    fresh->keep_run_dir = request.placement.keep_work_dir;
-    auto dir = make_run_dir(request.placement.work_dir, request.placement.keep_work_dir);
-    fresh->run_dir = dir.path;
-    fresh->run_dir_owner = std::move(dir.owner);
-  }
+  if (!fresh) fresh = session_with_run_dir(request);
   fresh->key = key;
   fresh->problem = fs::absolute(request.problem);
   fresh->secret = random_secret();

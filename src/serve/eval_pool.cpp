@@ -225,7 +225,6 @@ void EvalPool::evaluate_alone(size_t index, const Retry& retry, eval::ReferenceS
   show(index, job.id, job.problem_sha256);
   eval::EvalRequest request = job_request(settings_.server, job, device);
   request.placement.reference = &reference;
-  request.placement.spare_reference = eval::spare_references_wanted(device);
   schedule::place_alone(request);
   const std::string key =
       job_store_key(settings_.server, job.spec, job.problem_sha256, job.candidate_sha256, device);
