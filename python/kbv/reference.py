@@ -19,6 +19,7 @@ import os
 import random
 import secrets
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -187,6 +188,24 @@ class _LiveBytes(TorchDispatchMode):
             if entry[1] == 0:
                 self.live -= entry[0]
                 del self.storages[key]
+
+
+def warm_meta_dispatch_in_background() -> threading.Thread:
+    """The first operator a process runs on the meta device imports torch's Python meta kernels
+    and, with them, some 900 modules (torch._dynamo, sympy): about 1 s on a quiet machine and a
+    median 3.6 s of each problem's load on the H100 with a dozen workers starting (session 25,
+    `load_phases_s.meta_forward`), paid in _meta_forward. Done on a thread when a reference
+    worker starts, it is paid while the worker waits: by a spare or a session loaded ahead
+    before its problem comes (docs/architecture.md). Only imports and shapes: no generator
+    moves and nothing is allocated."""
+
+    def warm() -> None:
+        x = torch.empty(2, 2, device="meta")
+        torch.softmax(torch.nn.functional.linear(x, x) + 1, dim=-1).sum()
+
+    thread = threading.Thread(target=warm, name="kbv-meta-dispatch-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 class ReferenceRole:

@@ -98,6 +98,22 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
 
+def new_arena(nbytes: int, device: torch.device):
+    """A SharedArena of `nbytes` on `device`. On a GPU it is a VMM allocation the driver makes
+    (cuMemCreate), which cannot use what torch's caching allocator holds freed: where the driver
+    says it is out of memory, the cache goes back to the device and the allocation is tried
+    once more. Without this, `2_ShallowWideMLP` (8.6 GB of weights) ran out drawing a state
+    block with 40 GiB free in torch's cache, alone on an 80 GB H100 (session 25)."""
+    try:
+        return native().SharedArena(nbytes, device_index(device))
+    except RuntimeError as error:
+        if device.type != "cuda" or "OUT_OF_MEMORY" not in str(error):
+            raise
+    torch.cuda.synchronize(device)  # blocks freed on the stream are cached once their work ends
+    torch.cuda.empty_cache()
+    return native().SharedArena(nbytes, device_index(device))
+
+
 def allocate(like: list[Any] | dict[str, Any], device: torch.device, copy: bool = True) -> Block:
     """A new block holding tensors shaped like the tensors of `like` (a list: by position; a
     dict: by name); with `copy`, their values are copied in. Non-tensor values go into the
@@ -120,7 +136,7 @@ def allocate(like: list[Any] | dict[str, Any], device: torch.device, copy: bool 
         else:
             entries.append({"key": key, "literal": repr(value)})
     layout = {"token": f"b{os.getpid()}-{next(_tokens)}", "nbytes": offset, "entries": entries}
-    arena = native().SharedArena(offset, device_index(device)) if offset > 0 else None
+    arena = new_arena(offset, device) if offset > 0 else None
     block = Block(arena, layout, *_views(arena, entries, device))
     if copy:
         for target, value in zip(block.values, values, strict=True):

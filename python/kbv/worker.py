@@ -188,9 +188,10 @@ def main() -> None:
     args = parser.parse_args()
     channel = Channel(args.read_fd, args.write_fd, args.fd_socket)
     if args.role == "reference":
-        from .reference import ReferenceRole
+        from .reference import ReferenceRole, warm_meta_dispatch_in_background
 
         role = ReferenceRole()
+        warm_meta_dispatch_in_background()
     else:
         from .candidate import CandidateRole
 

@@ -415,15 +415,17 @@ def test_the_reference_names_the_segments_its_cache_holds(conf, kind):
     import subprocess
     import sys
 
-    from conftest import REPO
+    from conftest import NATIVE_DIR, REPO
 
     code = (
         "import torch; from kbv import reference; "
         "x = torch.empty(1 << 22, device='cuda'); "
         "print(reference._segment_kind(torch.device('cuda')))"
     )
-    path = os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "PYTORCH_CUDA_ALLOC_CONF": conf}
+    # kbv_native where this run found it (the reference imports it), as the workers are given it.
+    parts = [str(REPO / "python"), NATIVE_DIR, os.environ.get("PYTHONPATH")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, parts))}
+    env["PYTORCH_CUDA_ALLOC_CONF"] = conf
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )

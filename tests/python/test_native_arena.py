@@ -555,6 +555,63 @@ def test_measure_rejects_bad_operands():
         kn.measure((x.data_ptr(), "float32"), operand(x), spec())
 
 
+class _NativeThatRunsOut:
+    """kbv_native whose first `fail` SharedArena calls run out of device memory as the driver
+    says it (or fail otherwise, with `message`)."""
+
+    def __init__(self, fail: int, message: str = "CUDA_ERROR_OUT_OF_MEMORY: out of memory"):
+        self.calls: list[tuple[int, int]] = []
+        self.fail, self.message = fail, message
+
+    def SharedArena(self, nbytes: int, device: int):  # noqa: N802 - kbv_native's name
+        self.calls.append((nbytes, device))
+        if len(self.calls) <= self.fail:
+            raise RuntimeError(f"kbv_native: cuMemCreate failed: {self.message}")
+        return f"arena of {nbytes}"
+
+
+def _torch_cache(monkeypatch) -> list[str]:
+    """torch.cuda's cache calls, recorded instead of made (no GPU is needed to follow them)."""
+    made: list[str] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: made.append("synchronize"))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: made.append("empty_cache"))
+    return made
+
+
+def test_a_device_arena_that_ran_out_is_tried_again_with_torchs_cache_emptied(monkeypatch):
+    from kbv import shared
+
+    fake, made = _NativeThatRunsOut(fail=1), _torch_cache(monkeypatch)
+    monkeypatch.setattr(shared, "native", lambda: fake)
+    assert shared.new_arena(4096, torch.device("cuda", 1)) == "arena of 4096"
+    assert fake.calls == [(4096, 1), (4096, 1)]
+    assert made == ["synchronize", "empty_cache"]
+
+
+def test_an_arena_is_tried_once_more_only_and_only_for_the_devices_out_of_memory(monkeypatch):
+    from kbv import shared
+
+    made = _torch_cache(monkeypatch)
+    twice = _NativeThatRunsOut(fail=2)  # the cache held nothing that helped: the fault stands
+    monkeypatch.setattr(shared, "native", lambda: twice)
+    with pytest.raises(RuntimeError, match="OUT_OF_MEMORY"):
+        shared.new_arena(4096, torch.device("cuda", 0))
+    assert len(twice.calls) == 2 and made == ["synchronize", "empty_cache"]
+
+    made.clear()
+    other = _NativeThatRunsOut(fail=1, message="CUDA_ERROR_INVALID_VALUE: invalid argument")
+    monkeypatch.setattr(shared, "native", lambda: other)
+    with pytest.raises(RuntimeError, match="INVALID_VALUE"):
+        shared.new_arena(4096, torch.device("cuda", 0))
+    assert len(other.calls) == 1 and made == []
+
+    host = _NativeThatRunsOut(fail=1, message="memfd: out of memory (CUDA_ERROR_OUT_OF_MEMORY)")
+    monkeypatch.setattr(shared, "native", lambda: host)
+    with pytest.raises(RuntimeError):  # torch's cache is the device's: nothing to give back
+        shared.new_arena(4096, torch.device("cpu"))
+    assert len(host.calls) == 1 and made == []
+
+
 # ---- GPU twins --------------------------------------------------------------------------------
 
 
@@ -664,6 +721,27 @@ def test_gpu_close_releases_device_memory():
     a.close()
     free_after, _ = kn.cuda_mem_get_info()
     assert free_after >= free_during + (1 << 30)
+
+
+@needs_gpu
+def test_gpu_a_block_is_made_from_memory_torchs_cache_held():
+    """Device memory torch's caching allocator holds freed is the driver's to give only once the
+    cache lets go of it: a block larger than what the driver has free, with the rest in torch's
+    cache, is made (shared.new_arena) and the cache is emptied for it."""
+    from kbv import shared
+
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    free, _ = kn.cuda_mem_get_info()
+    filler = torch.empty(free - (3 << 29), dtype=torch.uint8, device="cuda")  # 1.5 GiB left
+    del filler  # freed into torch's cache, not to the driver
+    assert torch.cuda.memory_reserved() >= free - (3 << 29)
+    arena = shared.new_arena(4 << 30, torch.device("cuda", 0))
+    try:
+        assert torch.cuda.memory_reserved() < free - (3 << 29)
+        assert kn.cuda_mem_get_info()[0] < free - (4 << 30) + (1 << 30)
+    finally:
+        arena.close()
 
 
 @needs_gpu
