@@ -244,6 +244,10 @@ void print_summary(const kbv::schedule::SuiteSummary& summary,
         part("compile"), part("reference"), part("candidate"), part("idle"),
         summary.reference_sessions, summary.reference_sessions == 1 ? "" : "s", summary.evaluated);
   }
+  if (summary.postponed > 0) {
+    fmt::print("{} task{} needing the device's memory to itself evaluated after the others\n",
+               summary.postponed, summary.postponed == 1 ? "" : "s");
+  }
 }
 
 // The `kbv run` options a node's run gets under --ray: the ones given here, less those the Ray

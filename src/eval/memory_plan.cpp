@@ -81,4 +81,9 @@ bool needs_device_alone(const ProblemSizes& sizes, double device_bytes,
   return working_bytes_before_drawing(sizes) > device_bytes / evaluations_per_device;
 }
 
+bool needs_whole_ledger(const ProblemSizes& sizes, double device_bytes) {
+  if (device_bytes <= 0) return false;
+  return working_bytes_before_drawing(sizes) >= device_bytes * kReservableShare;
+}
+
 }  // namespace kbv::eval

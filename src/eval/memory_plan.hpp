@@ -104,5 +104,10 @@ struct ProblemSizes {
 };
 double working_bytes_before_drawing(const ProblemSizes& sizes);
 bool needs_device_alone(const ProblemSizes& sizes, double device_bytes, int evaluations_per_device);
+// Whether one evaluation of the problem needs, before its first draw, at least what the
+// evaluations on a device of `device_bytes` may reserve together (the memory ledger's capacity,
+// kReservableShare): it then has the device's memory to itself, the device drained of the
+// others first (the evaluator's reserve_device_memory says so in `evaluated_alone`).
+bool needs_whole_ledger(const ProblemSizes& sizes, double device_bytes);
 
 }  // namespace kbv::eval

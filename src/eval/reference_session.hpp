@@ -8,6 +8,7 @@
 // candidate's own (ABBA rounds) by the same live reference worker.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -77,6 +78,10 @@ struct ReferenceSession {
   std::thread preparing;
   std::string ahead_error;
   bool prepared_ahead = false;
+  // Set on `preparing` once the problem is loaded, for kbv run's device thread to read while
+  // the preparation goes on: 1 where one evaluation of the problem needs the device's memory to
+  // itself (loaded_needs_whole_device), 0 where not, -1 until known.
+  std::atomic<int> needs_whole_device{-1};
   std::string ahead_note;     // what it did ahead and why (drawn, loaded only), in words
   bool ahead_capped = false;  // its allocations were capped for the draw ahead (cap_memory)
   bool from_spare = false;    // its worker was the slot's spare, started before it was needed

@@ -113,6 +113,12 @@ bool loaded_needs_device_alone(const json& loaded, int evaluations_per_device) {
                             evaluations_per_device);
 }
 
+bool loaded_needs_whole_device(const json& loaded) {
+  const json memory = loaded.value("memory", json::object());
+  if (memory.value("kind", "") != "device") return false;
+  return needs_whole_ledger(loaded_sizes(loaded), memory.value("total_bytes", 0.0));
+}
+
 double loaded_working_bytes_before_drawing(const json& loaded) {
   if (loaded.value("memory", json::object()).value("kind", "") != "device") return 0;
   return working_bytes_before_drawing(loaded_sizes(loaded));
@@ -363,6 +369,7 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
       // the host and placed on the device only within a reservation.
       auto* gate = request.placement.gate;
       load_problem_into(*s, request, call, /*on_host=*/gate != nullptr);
+      s->needs_whole_device = loaded_needs_whole_device(s->loaded) ? 1 : 0;
       AheadPermit permit = permit_ahead(gate ? &gate->ahead() : nullptr, s->loaded);
       s->ahead_note = permit.note;
       if (permit.scope == AheadPermit::Scope::none) {

@@ -50,6 +50,9 @@ bool loaded_on_host(const nlohmann::json& loaded);
 // Whether the loaded problem (its load_problem answer) is too large to share its device with
 // the other evaluations there (memory_plan's needs_device_alone); false on the host.
 bool loaded_needs_device_alone(const nlohmann::json& loaded, int evaluations_per_device);
+// Whether one evaluation of the loaded problem has its device's memory to itself before its first
+// draw (memory_plan's needs_whole_ledger); false on the host.
+bool loaded_needs_whole_device(const nlohmann::json& loaded);
 // What one evaluation of the loaded problem may need of its device before any case is drawn
 // (memory_plan's working_bytes_before_drawing); 0 on the host.
 double loaded_working_bytes_before_drawing(const nlohmann::json& loaded);

@@ -283,8 +283,36 @@ class DeviceThread {
     next_worker_.reset();
   }
 
+  // Whether task `i` goes back to be evaluated after the tasks that share the device (the
+  // picker's postpone()): its problem, loaded ahead by this thread or held in its session, needs
+  // the device's memory to itself before its first draw, and a task that does not is still
+  // open. Evaluated now, it would stop the device's other evaluations from starting until all
+  // had finished (a drain, the device half idle), and every one after it would start anew at
+  // once. Unknown (the load ahead still running, or none): evaluated now.
+  bool postpone_for_device_alone(size_t i) {
+    if (evaluations_on_device_ <= 1) return false;
+    const fs::path problem = fs::absolute(task(i).problem.path);
+    int whole_device = -1;
+    if (auto it = reference_.ahead.find(problem); it != reference_.ahead.end() && it->second) {
+      whole_device = it->second->needs_whole_device.load();
+    } else if (reference_.session && reference_.session->problem == problem) {
+      whole_device = eval::loaded_needs_whole_device(reference_.session->loaded) ? 1 : 0;
+    }
+    if (whole_device != 1) return false;
+    std::lock_guard guard(run_.lock);
+    if (run_.picker.postponed(i) || !run_.picker.others_open(run_.broken_problems)) return false;
+    run_.picker.postpone(i);
+    ++run_.summary.postponed;
+    run_.log(
+        fmt::format("{} {} on {}: needs the device's memory to itself; evaluated after the "
+                    "tasks that share the device",
+                    task(i).candidate.run, task(i).candidate.path.filename().string(), device_));
+    return true;
+  }
+
   // False when the device failed its health check (this thread stops).
   bool evaluate_and_store(size_t i, std::shared_ptr<CandidateWorker> ahead) {
+    if (postpone_for_device_alone(i)) return true;  // `ahead`, its worker, stops here
     const auto& t = task(i);
     double built_in = run_.builds.wait(run_.work.caches[i]);
     EvalRequest eval = request_for(i);

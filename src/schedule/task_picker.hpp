@@ -17,11 +17,11 @@ namespace kbv::schedule {
 // Which task an evaluation thread takes next. In order of preference: one of the problem whose
 // reference it holds (no new reference work); one of a problem no thread is on, already built;
 // the same, not yet built; then any (a second reference session for a problem, rather than an
-// idle thread).
+// idle thread). Tasks postponed (postpone()) come only when no other task is open.
 class TaskPicker {
  public:
   explicit TaskPicker(const std::vector<const Task*>& tasks)
-      : tasks_(tasks), state_(tasks.size(), State::Open) {}
+      : tasks_(tasks), state_(tasks.size(), State::Open), postponed_(tasks.size(), false) {}
 
   // Under the caller's lock. `current`: the problem of the thread's last task (empty at first).
   // `reserve`: the task is taken as the thread's next one (claim() makes it its own, put_back()
@@ -29,21 +29,47 @@ class TaskPicker {
   std::optional<size_t> pick(const std::filesystem::path& current,
                              const std::set<std::filesystem::path>& broken,
                              const std::function<bool(size_t)>& built, bool reserve = false) {
-    std::optional<size_t> unowned, unowned_unbuilt, any;
-    for (size_t i = 0; i < tasks_.size(); ++i) {
-      if (state_[i] != State::Open || broken.count(tasks_[i]->problem.path)) continue;
-      const auto& problem = tasks_[i]->problem.path;
-      if (!current.empty() && problem == current) return take(i, current, reserve);
-      if (active_[problem] == 0) {
-        if (!unowned && built(i)) unowned = i;
-        if (!unowned_unbuilt) unowned_unbuilt = i;
+    for (const bool postponed : {false, true}) {
+      std::optional<size_t> unowned, unowned_unbuilt, any;
+      for (size_t i = 0; i < tasks_.size(); ++i) {
+        if (state_[i] != State::Open || postponed_[i] != postponed ||
+            broken.count(tasks_[i]->problem.path)) {
+          continue;
+        }
+        const auto& problem = tasks_[i]->problem.path;
+        if (!current.empty() && problem == current) return take(i, current, reserve);
+        if (active_[problem] == 0) {
+          if (!unowned && built(i)) unowned = i;
+          if (!unowned_unbuilt) unowned_unbuilt = i;
+        }
+        if (!any) any = i;
       }
-      if (!any) any = i;
+      if (unowned) return take(*unowned, current, reserve);
+      if (unowned_unbuilt) return take(*unowned_unbuilt, current, reserve);
+      if (any) return take(*any, current, reserve);
     }
-    if (unowned) return take(*unowned, current, reserve);
-    if (unowned_unbuilt) return take(*unowned_unbuilt, current, reserve);
-    if (any) return take(*any, current, reserve);
     return std::nullopt;
+  }
+  // A task its thread took (or reserved) and will evaluate later, after every task not
+  // postponed: kbv run's device threads postpone a task whose evaluation needs the device's
+  // memory to itself, so that such evaluations run one after another at the end behind one
+  // drain of the device instead of each draining it in the middle of the run (session 24's
+  // H100 audit: 38 of 250 problems had the device alone, one reference at most in flight for
+  // 667 s of 1,001). Once: a postponed task is evaluated when it comes again.
+  void postpone(size_t i) {
+    state_[i] = State::Open;
+    postponed_[i] = true;
+  }
+  bool postponed(size_t i) const { return postponed_[i]; }
+  // Whether an open task (neither taken nor reserved) is not postponed and not of a problem in
+  // `broken`: what a thread would take before a postponed one.
+  bool others_open(const std::set<std::filesystem::path>& broken) const {
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      if (state_[i] == State::Open && !postponed_[i] && !broken.count(tasks_[i]->problem.path)) {
+        return true;
+      }
+    }
+    return false;
   }
   // The reserving thread takes its reserved task; false when another thread stole it.
   bool claim(size_t i) {
@@ -84,6 +110,7 @@ class TaskPicker {
 
   const std::vector<const Task*>& tasks_;
   std::vector<State> state_;
+  std::vector<bool> postponed_;
   std::map<std::filesystem::path, int> active_;
 };
 

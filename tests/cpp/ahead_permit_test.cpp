@@ -99,5 +99,14 @@ TEST(AheadPermit, OnTheHostOrWithoutAGateEverythingIsDrawnAhead) {
   EXPECT_EQ(ungated.scope, AheadPermit::Scope::draw);
 }
 
+TEST(AheadPermit, ALoadedProblemSaysWhetherItHasTheDeviceToItselfOnlyOnADevice) {
+  // 45_Average_Pooling_2D's 17.2 GB of inputs (no forward figures): 137 GB before its first
+  // draw, more than half an H200; on the host nothing is the device's.
+  EXPECT_TRUE(loaded_needs_whole_device(loaded(17.2 * GB, 0)));
+  EXPECT_FALSE(loaded_needs_whole_device(loaded(0.5 * GB, 0.1 * GB)));
+  EXPECT_FALSE(loaded_needs_whole_device(loaded(17.2 * GB, 0, "host")));
+  EXPECT_FALSE(loaded_needs_whole_device(nlohmann::json::object()));
+}
+
 }  // namespace
 }  // namespace kbv::eval

@@ -206,3 +206,25 @@ TEST(MemoryPlan, SessionsStartedAheadTakeTheirShareOfTheCasesOnlyWhereThereAreAn
 
 }  // namespace
 }  // namespace kbv::eval
+
+namespace kbv::eval {
+namespace {
+
+// On session 24's H100 (85 GB as torch counts it, so the ledger holds 42.5 GB): which of
+// KernelBench's problems have the device's memory to themselves from their sizes at load.
+TEST(MemoryPlan, WhatAProblemNeedsBeforeItsFirstDrawSaysWhetherItHasTheWholeLedger) {
+  constexpr double kH100 = 85e9;
+  const ProblemSizes relu{6.44e9, 0, 6.44e9, 6.44e9};  // 19_ReLU: 58 GB, alone there
+  EXPECT_TRUE(needs_whole_ledger(relu, kH100));
+  EXPECT_FALSE(needs_whole_ledger(relu, 150e9));            // the H200's ledger holds 75 GB
+  const ProblemSizes gemm{0.02e9, 0.02e9, 0.02e9, 0.04e9};  // a level-2 GEMM: shares the device
+  EXPECT_FALSE(needs_whole_ledger(gemm, kH100));
+  // At the capacity exactly: the reservation is the whole ledger (reserve_device_memory).
+  const double at = kReservableShare * kH100;
+  EXPECT_TRUE(needs_whole_ledger({at / kWorkingFactor, 0}, kH100));
+  EXPECT_FALSE(needs_whole_ledger({0.99 * at / kWorkingFactor, 0}, kH100));
+  EXPECT_FALSE(needs_whole_ledger(relu, 0));  // no device figure: the host
+}
+
+}  // namespace
+}  // namespace kbv::eval

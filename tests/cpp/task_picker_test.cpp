@@ -90,4 +90,36 @@ TEST(TaskPicker, BrokenProblemsAreSkipped) {
   EXPECT_FALSE(picker.pick("", broken, all_built));
 }
 
+TEST(TaskPicker, APostponedTaskComesAfterEveryOtherOpenTask) {
+  auto tasks = tasks_of({"big", "a", "b"});
+  auto list = pointers(tasks);
+  TaskPicker picker(list);
+  auto nothing_built = [](size_t) { return false; };
+  ASSERT_EQ(picker.pick("", kNoneBroken, all_built), 0u);
+  EXPECT_TRUE(picker.others_open(kNoneBroken));
+  picker.postpone(0);  // its evaluation needs the device alone: after the others
+  EXPECT_TRUE(picker.postponed(0));
+  // Not even the problem the thread holds, nor an unbuilt task of another, comes after it.
+  EXPECT_EQ(picker.pick("big", kNoneBroken, nothing_built), 1u);
+  EXPECT_TRUE(picker.others_open(kNoneBroken));
+  EXPECT_EQ(picker.pick("a", kNoneBroken, all_built, /*reserve=*/true), 2u);
+  EXPECT_FALSE(picker.others_open(kNoneBroken));  // only the postponed one is open
+  EXPECT_EQ(picker.pick("", kNoneBroken, all_built), 0u);
+  EXPECT_TRUE(picker.postponed(0));  // once: its thread evaluates it this time
+  EXPECT_FALSE(picker.pick("", kNoneBroken, all_built));
+  EXPECT_TRUE(picker.claim(2u));
+}
+
+TEST(TaskPicker, ABrokenProblemsTasksDoNotKeepAPostponedTaskWaiting) {
+  auto tasks = tasks_of({"big", "broken"});
+  auto list = pointers(tasks);
+  TaskPicker picker(list);
+  ASSERT_EQ(picker.pick("", kNoneBroken, all_built), 0u);
+  picker.postpone(0);
+  const std::set<std::filesystem::path> broken{"broken"};
+  EXPECT_TRUE(picker.others_open(kNoneBroken));
+  EXPECT_FALSE(picker.others_open(broken));
+  EXPECT_EQ(picker.pick("", broken, all_built), 0u);
+}
+
 }  // namespace
