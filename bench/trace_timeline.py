@@ -1,7 +1,10 @@
 """Where a run's wall time went, from its call trace (KBV_TRACE_CALLS): the calls laid on a grid,
 how long nothing but worker loads was in flight (an evaluation waiting for a worker's start or a
 model's construction), how long timing runs held the device, how many calls were in flight the
-rest of the time, and what the loads' steps took (`load_phases_s`, since session 24).
+rest of the time, and what the loads' steps took (`load_phases_s`, since session 24). An
+evaluation's waits for its device (role `harness`: `wait_gate`, `wait_memory`, `wait_ahead`,
+since session 25) are not calls: they are summed apart, and the time with no call in flight is
+split by the waits in flight then.
 
     python3 bench/trace_timeline.py trace.jsonl[.gz] [--resolution 0.1] [--gap 3]
 """
@@ -31,7 +34,9 @@ def main() -> None:
     parser.add_argument("--resolution", type=float, default=0.1, help="grid step, seconds")
     parser.add_argument("--gap", type=float, default=3.0, help="loads-only gaps at least this")
     args = parser.parse_args()
-    calls = read(args.trace)
+    lines = read(args.trace)
+    calls = [c for c in lines if c.get("role") != "harness"]
+    waits = [c for c in lines if c.get("role") == "harness"]
     if not calls:
         raise SystemExit(f"{args.trace}: no calls")
     start = min(c["t"] for c in calls)
@@ -40,6 +45,12 @@ def main() -> None:
     work = [0] * cells  # calls in flight other than loads
     loads = [0] * cells
     timing = [False] * cells
+    waiting: list[set[str]] = [set() for _ in range(cells)]  # the kinds of wait in flight
+    for c in waits:
+        first = max(0, int((c["t"] - start) / args.resolution))
+        last = min(cells, int((c["t"] + c["s"] - start) / args.resolution) + 1)
+        for k in range(first, last):
+            waiting[k].add(c["cmd"])
     for c in calls:
         first = int((c["t"] - start) / args.resolution)
         last = min(cells, int((c["t"] + c["s"] - start) / args.resolution) + 1)
@@ -70,6 +81,18 @@ def main() -> None:
     print(f"    in {len(gaps)} gaps of {args.gap:g} s or more: {gap_seconds:.0f} s")
     print(f"  nothing at all in flight: {idle * step:.0f} s")
     print(f"  timing runs: {sum(timing) * step:.0f} s")
+    if waits:
+        print(f"  waits for the device ({len(waits)}), summed:")
+        for command in sorted({c["cmd"] for c in waits}):
+            total = sum(c["s"] for c in waits if c["cmd"] == command)
+            print(f"    {command}: {total:.0f} s")
+        quiet = collections.Counter(
+            " and ".join(sorted(w)) or "no wait"
+            for w, n in zip(waiting, work, strict=True)
+            if n == 0
+        )
+        split = ", ".join(f"{kind}: {cells_ * step:.0f} s" for kind, cells_ in quiet.most_common())
+        print(f"  with no call in flight but loads, by the waits then: {split}")
     spread = collections.Counter(min(w, 5) for w in work)
     shares = [f"{n}{'+' if n == 5 else ''}: {spread[n] * step:.0f} s" for n in range(6)]
     print("  calls in flight besides loads: " + ", ".join(shares))

@@ -2,6 +2,7 @@
 
 #include "core/clock.hpp"
 #include "eval/memory_plan.hpp"
+#include "orchestrate/call_trace.hpp"
 
 namespace kbv::eval {
 using nlohmann::json;
@@ -11,20 +12,49 @@ WorkerExchange::WorkerExchange(ReferenceSession& session, CandidateWorker& candi
                                DeviceGate* gate, const EvalLimits& limits)
     : session_(session), candidate_(candidate), gate_(gate), limits_(limits) {}
 
+namespace {
+
+// Waits shorter than this are not traced: a shared gate is entered at every call.
+constexpr double kTracedWaitS = 0.01;
+
+}  // namespace
+
+// A wait of this evaluation for its device (the gate, the memory ledger) in the call trace
+// (KBV_TRACE_CALLS), under the reference worker's pid: while it waits, no call of its is in
+// flight, and the trace alone could not tell a waiting evaluation from a missing one.
+void WorkerExchange::trace_wait(std::string_view what, std::chrono::system_clock::time_point since,
+                                double seconds, json detail) const {
+  if (seconds < kTracedWaitS) return;
+  detail["stage"] = stage_;
+  const int pid = session_.worker ? static_cast<int>(session_.worker->pid()) : 0;
+  orchestrate::trace_call("harness", pid, what, since, seconds, "ok", detail);
+}
+
 DeviceGate::Hold WorkerExchange::enter_gate(bool exclusive) {
   if (!gate_) return {};
   auto t = Clock::now();
+  auto since = std::chrono::system_clock::now();
   auto hold = exclusive ? gate_->exclusive() : gate_->shared();
-  gate_wait_[stage_] += seconds_since(t);
+  const double waited = seconds_since(t);
+  gate_wait_[stage_] += waited;
+  trace_wait("wait_gate", since, waited, {{"exclusive", exclusive}});
   return hold;
 }
 
 MemoryLedger::Reservation WorkerExchange::reserve_memory(double bytes, double device_bytes) {
   if (!gate_) return {};
-  gate_->memory().size_once(device_bytes * kReservableShare);
+  MemoryLedger& ledger = gate_->memory();
+  ledger.size_once(device_bytes * kReservableShare);
+  json detail = {{"bytes", bytes},
+                 {"capacity", ledger.capacity()},
+                 {"reserved_before", ledger.reserved_bytes()},
+                 {"waiting_before", ledger.waiting()}};
   auto t = Clock::now();
-  auto reservation = gate_->memory().reserve(bytes);
-  gate_wait_[stage_] += seconds_since(t);
+  auto since = std::chrono::system_clock::now();
+  auto reservation = ledger.reserve(bytes);
+  const double waited = seconds_since(t);
+  gate_wait_[stage_] += waited;
+  trace_wait("wait_memory", since, waited, std::move(detail));
   return reservation;
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "eval/candidate_worker.hpp"
 #include "eval/device_gate.hpp"
@@ -72,6 +73,8 @@ class WorkerExchange {
 
  private:
   DeviceGate::Hold enter_gate(bool exclusive);
+  void trace_wait(std::string_view what, std::chrono::system_clock::time_point since,
+                  double seconds, nlohmann::json detail) const;
 
   ReferenceSession& session_;
   CandidateWorker& candidate_;

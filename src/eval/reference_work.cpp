@@ -9,6 +9,7 @@
 #include "eval/device_gate.hpp"
 #include "eval/workspace.hpp"
 #include "judge/harness_fault.hpp"
+#include "orchestrate/call_trace.hpp"
 #include "orchestrate/worker_options.hpp"
 
 namespace kbv::eval {
@@ -423,8 +424,14 @@ ReferenceLease acquire_reference(const EvalRequest& request, const ReferenceKey&
       // Its preparation (load and draws) runs on; waiting for it is this result's reference
       // time. One that failed is dropped: a new session repeats the work and reports why.
       auto t = Clock::now();
+      auto since = std::chrono::system_clock::now();
       if (ahead && ahead->preparing.joinable()) ahead->preparing.join();
       lease.ahead_wait_s = seconds_since(t);
+      if (lease.ahead_wait_s >= 0.01 && ahead && ahead->worker) {
+        // A wait with no call of this evaluation in flight (its session's are): traced as one.
+        orchestrate::trace_call("harness", static_cast<int>(ahead->worker->pid()), "wait_ahead",
+                                since, lease.ahead_wait_s, "ok");
+      }
       if (ahead && ahead->ahead_error.empty() && ahead->key.same_request(want) && ahead->worker &&
           !ahead->worker->ready(std::chrono::milliseconds(0))) {
         fresh = std::move(ahead);
