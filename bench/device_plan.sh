@@ -6,8 +6,9 @@
 #   S=/tmp/NAME TOTAL=${1:-1300} source bench/device_plan.sh
 # It gives: $S made; KBV_BIN, KBV_NATIVE_DIR, KBV_CACHE_DIR exported; `left` (seconds of TOTAL
 # left), `say TEXT` (a timed line in $S/summary.txt), `limit WANT` (WANT capped by what is left);
-# the GPU's memory and use sampled every 2 s ($S/gpu_samples.csv) and the disk used beyond the
-# start, at its peak ($S/disk_peak_bytes.txt); the commit ($S/commit.txt); kbv built
+# the GPU's memory and use sampled every 2 s ($S/gpu_samples.csv: seconds since the epoch, memory,
+# use) and the disk used beyond the start, at its peak ($S/disk_peak_bytes.txt); the commit
+# ($S/commit.txt); kbv built
 # (bench/gpu_build.sh; a failed build ends the plan, $S/DONE written).
 : "${S:?set S to the plan's folder}" "${TOTAL:?set TOTAL to the plan's seconds}"
 mkdir -p "$S"
@@ -19,7 +20,7 @@ say() { echo "[$(( $(date +%s) - PLAN_T0 )) s] $*" | tee -a "$S/summary.txt"; }
 limit() { local want=$1 l; l=$(( $(left) - 5 )); [ "$l" -lt "$want" ] && want=$l; echo "$want"; }
 nvidia-smi > "$S/nvidia-smi.txt" 2>&1
 ( while true; do nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader \
-    >> "$S/gpu_samples.csv" 2>/dev/null; sleep 2; done ) &
+    2>/dev/null | sed "s/^/$(date +%s.%N), /" >> "$S/gpu_samples.csv"; sleep 2; done ) &
 PLAN_SAMPLERS="$!"
 ( base=$(df --output=used -B1 / | tail -1); peak=0
   while true; do d=$(( $(df --output=used -B1 / | tail -1) - base ))
