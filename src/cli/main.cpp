@@ -211,6 +211,12 @@ void print_summary(const kbv::schedule::SuiteSummary& summary,
     fmt::print("problem {} could not be evaluated (its candidates were skipped): {}\n",
                broken.path.string(), broken.reason);
   }
+  if (summary.not_evaluated > 0) {
+    fmt::print("{} task{} not evaluated (no device left to take {}); a rerun evaluates {}\n",
+               summary.not_evaluated, summary.not_evaluated == 1 ? "" : "s",
+               summary.not_evaluated == 1 ? "it" : "them",
+               summary.not_evaluated == 1 ? "it" : "them");
+  }
   if (!summary.harness_errors.empty()) {
     const auto n = summary.harness_errors.size();
     fmt::print(
@@ -245,7 +251,7 @@ void print_summary(const kbv::schedule::SuiteSummary& summary,
         summary.reference_sessions, summary.reference_sessions == 1 ? "" : "s", summary.evaluated);
   }
   if (summary.postponed > 0) {
-    fmt::print("{} task{} needing the device's memory to itself evaluated after the others\n",
+    fmt::print("{} task{} needing the device's memory to itself put back behind the others\n",
                summary.postponed, summary.postponed == 1 ? "" : "s");
   }
 }

@@ -25,6 +25,7 @@ constexpr double kTracedWaitS = 0.01;
 void WorkerExchange::trace_wait(std::string_view what, std::chrono::system_clock::time_point since,
                                 double seconds, json detail) const {
   if (seconds < kTracedWaitS) return;
+  if (!detail.is_object()) detail = json::object();
   detail["stage"] = stage_;
   const int pid = session_.worker ? static_cast<int>(session_.worker->pid()) : 0;
   orchestrate::trace_call("harness", pid, what, since, seconds, "ok", detail);
@@ -45,10 +46,13 @@ MemoryLedger::Reservation WorkerExchange::reserve_memory(double bytes, double de
   if (!gate_) return {};
   MemoryLedger& ledger = gate_->memory();
   ledger.size_once(device_bytes * kReservableShare);
-  json detail = {{"bytes", bytes},
-                 {"capacity", ledger.capacity()},
-                 {"reserved_before", ledger.reserved_bytes()},
-                 {"waiting_before", ledger.waiting()}};
+  json detail;  // what the ledger held when the wait began (traced runs only)
+  if (!orchestrate::call_trace_path().empty()) {
+    detail = {{"bytes", bytes},
+              {"capacity", ledger.capacity()},
+              {"reserved_before", ledger.reserved_bytes()},
+              {"waiting_before", ledger.waiting()}};
+  }
   auto t = Clock::now();
   auto since = std::chrono::system_clock::now();
   auto reservation = ledger.reserve(bytes);

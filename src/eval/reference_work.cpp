@@ -115,6 +115,7 @@ bool loaded_needs_device_alone(const json& loaded, int evaluations_per_device) {
 }
 
 bool loaded_needs_whole_device(const json& loaded) {
+  if (!loaded.is_object()) return false;  // not loaded
   const json memory = loaded.value("memory", json::object());
   if (memory.value("kind", "") != "device") return false;
   return needs_whole_ledger(loaded_sizes(loaded), memory.value("total_bytes", 0.0));
@@ -427,7 +428,7 @@ ReferenceLease acquire_reference(const EvalRequest& request, const ReferenceKey&
       auto since = std::chrono::system_clock::now();
       if (ahead && ahead->preparing.joinable()) ahead->preparing.join();
       lease.ahead_wait_s = seconds_since(t);
-      if (lease.ahead_wait_s >= 0.01 && ahead && ahead->worker) {
+      if (lease.ahead_wait_s >= 0.01 && ahead && ahead->worker && ahead->worker->pid() > 0) {
         // A wait with no call of this evaluation in flight (its session's are): traced as one.
         orchestrate::trace_call("harness", static_cast<int>(ahead->worker->pid()), "wait_ahead",
                                 since, lease.ahead_wait_s, "ok");

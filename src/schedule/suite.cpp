@@ -93,10 +93,18 @@ struct SharedRun {
   // Evaluations in progress per device, and first attempts that failed on a shared device.
   AloneRetries<DeferredRetry> alone;
   size_t finished = 0;
+  std::vector<bool> recorded;  // by task: its result was recorded
 
   SharedRun(const SuiteRequest& r, const WorkList& w, BuildBoard& b, store::Store& d,
             SuiteSummary& s)
-      : request(r), work(w), builds(b), db(d), summary(s), started(Clock::now()), picker(w.tasks) {}
+      : request(r),
+        work(w),
+        builds(b),
+        db(d),
+        summary(s),
+        started(Clock::now()),
+        picker(w.tasks),
+        recorded(w.tasks.size(), false) {}
 
   // Under `lock`.
   void log(const std::string& line) const {
@@ -283,26 +291,22 @@ class DeviceThread {
     next_worker_.reset();
   }
 
-  // Whether task `i` goes back to be evaluated after the tasks that share the device (the
-  // picker's postpone()): its problem, loaded ahead by this thread or held in its session, needs
-  // the device's memory to itself before its first draw, and a task that does not is still
-  // open. Evaluated now, it would stop the device's other evaluations from starting until all
-  // had finished (a drain, the device half idle), and every one after it would start anew at
-  // once. Unknown (the load ahead still running, or none): evaluated now.
+  // Whether task `i` goes back, with its problem's other open tasks, to be evaluated after the
+  // tasks that share the device (the picker's postpone()): its problem, loaded ahead by this
+  // thread, needs the device's memory to itself before its first draw, and a task that does
+  // not is still open. Evaluated now, it would stop the device's other evaluations from starting
+  // until all had finished (a drain, the device half idle). Unknown (the load ahead still
+  // running, or no session ahead): evaluated now. A problem whose session this thread already
+  // holds is evaluated now too: its cases are drawn, and dropping them would draw them again.
   bool postpone_for_device_alone(size_t i) {
     if (evaluations_on_device_ <= 1) return false;
     const fs::path problem = fs::absolute(task(i).problem.path);
-    int whole_device = -1;
-    if (auto it = reference_.ahead.find(problem); it != reference_.ahead.end() && it->second) {
-      whole_device = it->second->needs_whole_device.load();
-    } else if (reference_.session && reference_.session->problem == problem) {
-      whole_device = eval::loaded_needs_whole_device(reference_.session->loaded) ? 1 : 0;
-    }
-    if (whole_device != 1) return false;
+    auto ahead = reference_.ahead.find(problem);
+    if (ahead == reference_.ahead.end() || !ahead->second) return false;
+    if (ahead->second->needs_whole_device.load() != 1) return false;
     std::lock_guard guard(run_.lock);
     if (run_.picker.postponed(i) || !run_.picker.others_open(run_.broken_problems)) return false;
-    run_.picker.postpone(i);
-    ++run_.summary.postponed;
+    run_.summary.postponed += run_.picker.postpone(i);
     run_.log(
         fmt::format("{} {} on {}: needs the device's memory to itself; evaluated after the "
                     "tasks that share the device",
@@ -372,6 +376,7 @@ class DeviceThread {
     }
     ++summary.evaluated;
     ++run_.finished;
+    run_.recorded[i] = true;
     summary.verdicts[std::string(to_string(result.verdict))] += 1;
     const size_t total = run_.work.tasks.size();
     const auto devices = static_cast<double>(run_.devices);
@@ -507,6 +512,13 @@ SuiteSummary run_suite(const SuiteRequest& request) {
   // Every deferred retry has run by now: the thread that deferred one waits for it before it
   // takes another task or leaves (run_waiting_retries).
   builder.join();
+  // A task left open when its device failed its health check, once the threads that could take
+  // it had stopped (one put back, or postponed): nothing is stored, so a rerun evaluates it.
+  for (size_t i = 0; i < work.tasks.size(); ++i) {
+    if (!run.recorded[i] && !run.broken_problems.count(work.tasks[i]->problem.path)) {
+      ++summary.not_evaluated;
+    }
+  }
   summary.evaluation_seconds = seconds_since(run.started);
   return summary;
 }

@@ -75,9 +75,13 @@ struct SuiteSummary {
   // rest of each evaluation: process starts, comparisons, file work).
   nlohmann::json split = nlohmann::json::object();
   int reference_sessions = 0;  // reference workers started (problem x device x key)
-  // Tasks evaluated after those that share their device, their evaluation needing the device's
-  // memory to itself (TaskPicker::postpone).
+  // Tasks put back to be evaluated after those that share their device, their evaluation
+  // needing the device's memory to itself (TaskPicker::postpone).
   int postponed = 0;
+  // Tasks no device thread evaluated (their device failed its health check once the others had
+  // stopped), apart from broken problems': nothing stored, a rerun evaluates them. Always
+  // reported.
+  int not_evaluated = 0;
   // kbv run --ray: the cluster's nodes that evaluated tasks (0: one machine). Their builds and
   // reference sessions are counted on the nodes, not here.
   int ray_nodes = 0;

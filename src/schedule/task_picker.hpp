@@ -56,9 +56,19 @@ class TaskPicker {
   // drain of the device instead of each draining it in the middle of the run (session 24's
   // H100 audit: 38 of 250 problems had the device alone, one reference at most in flight for
   // 667 s of 1,001). Once: a postponed task is evaluated when it comes again.
-  void postpone(size_t i) {
+  // The problem's other open tasks are postponed with it: each would drain the device in turn.
+  // Returns how many tasks were postponed now.
+  int postpone(size_t i) {
     state_[i] = State::Open;
-    postponed_[i] = true;
+    int now = 0;
+    for (size_t k = 0; k < tasks_.size(); ++k) {
+      if (state_[k] == State::Open && !postponed_[k] &&
+          tasks_[k]->problem.path == tasks_[i]->problem.path) {
+        postponed_[k] = true;
+        ++now;
+      }
+    }
+    return now;
   }
   bool postponed(size_t i) const { return postponed_[i]; }
   // Whether an open task (neither taken nor reserved) is not postponed and not of a problem in

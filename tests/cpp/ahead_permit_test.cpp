@@ -106,6 +106,7 @@ TEST(AheadPermit, ALoadedProblemSaysWhetherItHasTheDeviceToItselfOnlyOnADevice) 
   EXPECT_FALSE(loaded_needs_whole_device(loaded(0.5 * GB, 0.1 * GB)));
   EXPECT_FALSE(loaded_needs_whole_device(loaded(17.2 * GB, 0, "host")));
   EXPECT_FALSE(loaded_needs_whole_device(nlohmann::json::object()));
+  EXPECT_FALSE(loaded_needs_whole_device(nlohmann::json()));  // a session not loaded
 }
 
 }  // namespace

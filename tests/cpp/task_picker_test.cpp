@@ -110,6 +110,23 @@ TEST(TaskPicker, APostponedTaskComesAfterEveryOtherOpenTask) {
   EXPECT_TRUE(picker.claim(2u));
 }
 
+TEST(TaskPicker, AProblemsOpenTasksArePostponedTogetherAndOnlyOnce) {
+  auto tasks = tasks_of({"big", "big", "big", "a"});
+  auto list = pointers(tasks);
+  TaskPicker picker(list);
+  ASSERT_EQ(picker.pick("", kNoneBroken, all_built), 0u);
+  ASSERT_EQ(picker.pick("big", kNoneBroken, all_built, /*reserve=*/true), 1u);  // its next
+  EXPECT_EQ(picker.postpone(0), 2);  // task 0 and the open task 2; the reserved 1 is its own
+  EXPECT_FALSE(picker.postponed(1));
+  EXPECT_TRUE(picker.postponed(2));
+  // The thread holds "big", yet "a" comes first; then the postponed ones, the thread's first.
+  EXPECT_EQ(picker.pick("big", kNoneBroken, all_built), 3u);
+  EXPECT_EQ(picker.pick("big", kNoneBroken, all_built), 0u);
+  EXPECT_EQ(picker.pick("big", kNoneBroken, all_built), 2u);
+  EXPECT_EQ(picker.postpone(2), 0);  // taken again after being postponed: none anew
+  EXPECT_TRUE(picker.claim(1u));
+}
+
 TEST(TaskPicker, ABrokenProblemsTasksDoNotKeepAPostponedTaskWaiting) {
   auto tasks = tasks_of({"big", "broken"});
   auto list = pointers(tasks);
