@@ -212,10 +212,9 @@ void print_summary(const kbv::schedule::SuiteSummary& summary,
                broken.path.string(), broken.reason);
   }
   if (summary.not_evaluated > 0) {
+    const bool one = summary.not_evaluated == 1;
     fmt::print("{} task{} not evaluated (no device left to take {}); a rerun evaluates {}\n",
-               summary.not_evaluated, summary.not_evaluated == 1 ? "" : "s",
-               summary.not_evaluated == 1 ? "it" : "them",
-               summary.not_evaluated == 1 ? "it" : "them");
+               summary.not_evaluated, one ? "" : "s", one ? "it" : "them", one ? "it" : "them");
   }
   if (!summary.harness_errors.empty()) {
     const auto n = summary.harness_errors.size();

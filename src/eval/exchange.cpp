@@ -12,23 +12,14 @@ WorkerExchange::WorkerExchange(ReferenceSession& session, CandidateWorker& candi
                                DeviceGate* gate, const EvalLimits& limits)
     : session_(session), candidate_(candidate), gate_(gate), limits_(limits) {}
 
-namespace {
-
-// Waits shorter than this are not traced: a shared gate is entered at every call.
-constexpr double kTracedWaitS = 0.01;
-
-}  // namespace
-
-// A wait of this evaluation for its device (the gate, the memory ledger) in the call trace
-// (KBV_TRACE_CALLS), under the reference worker's pid: while it waits, no call of its is in
-// flight, and the trace alone could not tell a waiting evaluation from a missing one.
+// This evaluation's wait for its device (orchestrate::trace_wait), with the stage it was in.
 void WorkerExchange::trace_wait(std::string_view what, std::chrono::system_clock::time_point since,
                                 double seconds, json detail) const {
-  if (seconds < kTracedWaitS) return;
+  if (seconds < orchestrate::kTracedWaitS) return;
   if (!detail.is_object()) detail = json::object();
   detail["stage"] = stage_;
   const int pid = session_.worker ? static_cast<int>(session_.worker->pid()) : 0;
-  orchestrate::trace_call("harness", pid, what, since, seconds, "ok", detail);
+  orchestrate::trace_wait(pid, what, since, seconds, detail);
 }
 
 DeviceGate::Hold WorkerExchange::enter_gate(bool exclusive) {

@@ -102,7 +102,7 @@ struct ReferenceSlot {
   // torch's and CUDA's libraries) is seconds, and a session started when an evaluation needs
   // it waits for all of it (session 24's H100 audit: a load took 6.2 s at the median, for the
   // smallest problems too, and 333 s of 1,001 passed with nothing but loads in flight). Its
-  // worker makes no CUDA context before its first command (to be confirmed on a GPU).
+  // worker makes no CUDA context before its first command (session 25's H100 run).
   // `spare_settings`: what it was started for; it is taken only for the same.
   std::unique_ptr<ReferenceSession> spare;
   std::string spare_settings;

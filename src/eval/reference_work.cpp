@@ -100,6 +100,7 @@ MemoryFacts facts_of(const ReferenceSession& session, const json& first, const P
 }  // namespace
 
 ProblemSizes loaded_sizes(const json& loaded) {
+  if (!loaded.is_object()) return {};  // not loaded
   const json sizes = loaded.value("sizes", json::object());
   return {sizes.value("input_bytes", 0.0), sizes.value("state_bytes", 0.0),
           sizes.value("output_bytes", 0.0), sizes.value("forward_peak_bytes", 0.0)};
@@ -107,18 +108,25 @@ ProblemSizes loaded_sizes(const json& loaded) {
 
 bool loaded_on_host(const json& loaded) { return loaded.value("placed", "device") == "host"; }
 
-bool loaded_needs_device_alone(const json& loaded, int evaluations_per_device) {
+namespace {
+
+// The device's size as the load told it; 0 on the host or for a session not loaded (every
+// rule below then says the problem shares nothing).
+double loaded_device_bytes(const json& loaded) {
+  if (!loaded.is_object()) return 0;
   const json memory = loaded.value("memory", json::object());
-  if (memory.value("kind", "") != "device") return false;
-  return needs_device_alone(loaded_sizes(loaded), memory.value("total_bytes", 0.0),
+  return memory.value("kind", "") == "device" ? memory.value("total_bytes", 0.0) : 0.0;
+}
+
+}  // namespace
+
+bool loaded_needs_device_alone(const json& loaded, int evaluations_per_device) {
+  return needs_device_alone(loaded_sizes(loaded), loaded_device_bytes(loaded),
                             evaluations_per_device);
 }
 
 bool loaded_needs_whole_device(const json& loaded) {
-  if (!loaded.is_object()) return false;  // not loaded
-  const json memory = loaded.value("memory", json::object());
-  if (memory.value("kind", "") != "device") return false;
-  return needs_whole_ledger(loaded_sizes(loaded), memory.value("total_bytes", 0.0));
+  return needs_whole_ledger(loaded_sizes(loaded), loaded_device_bytes(loaded));
 }
 
 double loaded_working_bytes_before_drawing(const json& loaded) {
@@ -428,10 +436,9 @@ ReferenceLease acquire_reference(const EvalRequest& request, const ReferenceKey&
       auto since = std::chrono::system_clock::now();
       if (ahead && ahead->preparing.joinable()) ahead->preparing.join();
       lease.ahead_wait_s = seconds_since(t);
-      if (lease.ahead_wait_s >= 0.01 && ahead && ahead->worker && ahead->worker->pid() > 0) {
-        // A wait with no call of this evaluation in flight (its session's are): traced as one.
-        orchestrate::trace_call("harness", static_cast<int>(ahead->worker->pid()), "wait_ahead",
-                                since, lease.ahead_wait_s, "ok");
+      if (ahead && ahead->worker && ahead->worker->pid() > 0) {
+        orchestrate::trace_wait(static_cast<int>(ahead->worker->pid()), "wait_ahead", since,
+                                lease.ahead_wait_s);
       }
       if (ahead && ahead->ahead_error.empty() && ahead->key.same_request(want) && ahead->worker &&
           !ahead->worker->ready(std::chrono::milliseconds(0))) {

@@ -31,4 +31,10 @@ void trace_call(std::string_view role, int pid, std::string_view command,
   ::close(fd);
 }
 
+void trace_wait(int pid, std::string_view what, std::chrono::system_clock::time_point started,
+                double seconds, const nlohmann::json& detail) {
+  if (seconds < kTracedWaitS) return;
+  trace_call("harness", pid, what, started, seconds, "ok", detail);
+}
+
 }  // namespace kbv::orchestrate

@@ -68,6 +68,20 @@ def _join_reference_warm_ups():
 NATIVE_DIR = os.environ.get("KBV_NATIVE_DIR", str(REPO / "build"))
 
 
+def run_python(code: str, timeout: float, **env: str) -> subprocess.CompletedProcess:
+    """`python -c code` in a process of its own, with kbv and kbv_native (where this run found
+    it) on its path as a worker has them, and `env` set."""
+    parts = [str(REPO / "python"), NATIVE_DIR, os.environ.get("PYTHONPATH")]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, parts)), **env}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def import_native_or_skip_module():
     """kbv_native from $KBV_NATIVE_DIR (default build/), else the calling test module is skipped.
     Call at module level, after importing torch (kbv_native shares torch's CUDA runtime)."""

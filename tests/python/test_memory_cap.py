@@ -411,23 +411,13 @@ def test_the_reference_names_the_segments_its_cache_holds(conf, kind):
     default, the reference's and the candidate's) keep a freed range that shares a segment with
     a live tensor (the reason for _compact); expandable ones, where a user set them, do not. The
     setting is read at torch's first allocation, hence a process of its own for each."""
-    import os
-    import subprocess
-    import sys
-
-    from conftest import NATIVE_DIR, REPO
+    from conftest import run_python
 
     code = (
         "import torch; from kbv import reference; "
         "x = torch.empty(1 << 22, device='cuda'); "
         "print(reference._segment_kind(torch.device('cuda')))"
     )
-    # kbv_native where this run found it (the reference imports it), as the workers are given it.
-    parts = [str(REPO / "python"), NATIVE_DIR, os.environ.get("PYTHONPATH")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, parts))}
-    env["PYTORCH_CUDA_ALLOC_CONF"] = conf
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
-    )
+    done = run_python(code, timeout=120, PYTORCH_CUDA_ALLOC_CONF=conf)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == kind

@@ -135,11 +135,7 @@ def test_a_reference_worker_warms_the_meta_device_up_while_it_waits():
     """The first meta operator's imports (torch._dynamo among some 900 modules) are made on a
     thread when a reference worker starts, before its first load needs them; the warm-up moves
     no generator. A process of its own: this one has run meta operators already."""
-    import os
-    import subprocess
-    import sys
-
-    from conftest import NATIVE_DIR, REPO
+    from conftest import run_python
 
     code = (
         "import sys, torch; from kbv import reference; "
@@ -147,10 +143,6 @@ def test_a_reference_worker_warms_the_meta_device_up_while_it_waits():
         "reference.warm_meta_dispatch_in_background().join(); "
         "print(before, 'torch._dynamo' in sys.modules, torch.equal(state, torch.get_rng_state()))"
     )
-    parts = [str(REPO / "python"), NATIVE_DIR, os.environ.get("PYTHONPATH")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, parts))}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
-    )
+    done = run_python(code, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False", "True", "True"]
