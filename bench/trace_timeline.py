@@ -3,8 +3,9 @@ how long nothing but worker loads was in flight (an evaluation waiting for a wor
 model's construction), how long timing runs held the device, how many calls were in flight the
 rest of the time, and what the loads' steps took (`load_phases_s`, since session 24). An
 evaluation's waits for its device (role `harness`: `wait_gate`, `wait_memory`, `wait_ahead`,
-since session 25) are not calls: they are summed apart, and the time with no call in flight is
-split by the waits in flight then.
+since session 25; `wait_load`, a device thread awaiting a problem's load before placing its
+task, since session 26) are not calls: they are summed apart, and the time with no call in
+flight is split by the waits in flight then.
 
     python3 bench/trace_timeline.py trace.jsonl[.gz] [--resolution 0.1] [--gap 3]
 """

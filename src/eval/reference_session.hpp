@@ -80,7 +80,8 @@ struct ReferenceSession {
   bool prepared_ahead = false;
   // Set on `preparing` once the problem is loaded, for kbv run's device thread to read while
   // the preparation goes on: 1 where one evaluation of the problem needs the device's memory to
-  // itself (loaded_needs_whole_device), 0 where not, -1 until known.
+  // itself (loaded_needs_whole_device), 0 where not, -1 until known, -2 where the load failed
+  // (never known). Notified on every change (await_needs_whole_device waits on it).
   std::atomic<int> needs_whole_device{-1};
   std::string ahead_note;     // what it did ahead and why (drawn, loaded only), in words
   bool ahead_capped = false;  // its allocations were capped for the draw ahead (cap_memory)

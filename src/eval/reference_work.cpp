@@ -380,6 +380,7 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
       auto* gate = request.placement.gate;
       load_problem_into(*s, request, call, /*on_host=*/gate != nullptr);
       s->needs_whole_device = loaded_needs_whole_device(s->loaded) ? 1 : 0;
+      s->needs_whole_device.notify_all();
       AheadPermit permit = permit_ahead(gate ? &gate->ahead() : nullptr, s->loaded);
       s->ahead_note = permit.note;
       if (permit.scope == AheadPermit::Scope::none) {
@@ -410,8 +411,23 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
     } catch (const std::exception& error) {
       s->ahead_error = error.what();
     }
+    // A load that failed never tells: whoever awaits the answer goes on without it.
+    int unknown = -1;
+    s->needs_whole_device.compare_exchange_strong(unknown, -2);
+    s->needs_whole_device.notify_all();
   });
   return session;
+}
+
+bool await_needs_whole_device(ReferenceSession& session) {
+  auto t = Clock::now();
+  auto since = std::chrono::system_clock::now();
+  session.needs_whole_device.wait(-1);
+  if (session.worker && session.worker->pid() > 0) {
+    orchestrate::trace_wait(static_cast<int>(session.worker->pid()), "wait_load", since,
+                            seconds_since(t));
+  }
+  return session.needs_whole_device.load() == 1;
 }
 
 ReferenceLease acquire_reference(const EvalRequest& request, const ReferenceKey& want) {

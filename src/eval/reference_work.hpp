@@ -115,6 +115,12 @@ bool spare_references_wanted(const std::string& device);
 // keeps it in the slot's `ahead` until an evaluation of that problem takes it.
 std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request);
 
+// Blocks until a session started ahead has loaded its problem (or failed to): whether one
+// evaluation of it needs the device's memory to itself (ReferenceSession::needs_whole_device;
+// false where the load failed, and the evaluation then reports why). The wait is traced
+// (`wait_load`) under the session's worker.
+bool await_needs_whole_device(ReferenceSession& session);
+
 // The session an evaluation uses, and how it came by it.
 struct ReferenceLease {
   ReferenceSession* session = nullptr;      // the slot's, or `owned`

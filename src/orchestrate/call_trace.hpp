@@ -25,8 +25,8 @@ void trace_call(std::string_view role, int pid, std::string_view command,
                 std::chrono::system_clock::time_point started, double seconds,
                 std::string_view status, const nlohmann::json& detail = nullptr);
 
-// An evaluation's wait for its device (`wait_gate`, `wait_memory`, `wait_ahead`: role
-// "harness", under the pid of the reference worker it is for): while it waits no call of its
+// An evaluation's wait for its device (`wait_gate`, `wait_memory`, `wait_ahead`, `wait_load`:
+// role "harness", under the pid of the reference worker it is for): while it waits no call of its
 // is in flight, and the calls alone could not tell a waiting evaluation from a missing one.
 // Waits under kTracedWaitS are left out (a shared gate is entered at every call).
 inline constexpr double kTracedWaitS = 0.01;

@@ -292,18 +292,29 @@ class DeviceThread {
   }
 
   // Whether task `i` goes back, with its problem's other open tasks, to be evaluated after the
-  // tasks that share the device (the picker's postpone()): its problem, loaded ahead by this
-  // thread, needs the device's memory to itself before its first draw, and a task that does
-  // not is still open. Evaluated now, it would stop the device's other evaluations from starting
-  // until all had finished (a drain, the device half idle). Unknown (the load ahead still
-  // running, or no session ahead): evaluated now. A problem whose session this thread already
-  // holds is evaluated now too: its cases are drawn, and dropping them would draw them again.
+  // tasks that share the device (the picker's postpone()): its problem needs the device's
+  // memory to itself before its first draw, and a task that does not is still open. Evaluated
+  // now, it would stop the device's other evaluations from starting until all had finished (a
+  // drain, the device half idle). The answer comes from the problem's load: a session started
+  // ahead by this thread, or one started now and awaited (the load its evaluation would make
+  // anyway; session 26's H100 audit: 9 of 33 such problems had no session ahead and each
+  // drained the device mid-run, waiting up to 77 s). A problem whose session this thread
+  // already holds is evaluated now: its cases are drawn, and dropping them would draw them again.
   bool postpone_for_device_alone(size_t i) {
     if (evaluations_on_device_ <= 1) return false;
     const fs::path problem = fs::absolute(task(i).problem.path);
+    if (reference_.session && reference_.session->problem == problem) return false;
+    if (!others_open_before(i)) return false;
     auto ahead = reference_.ahead.find(problem);
-    if (ahead == reference_.ahead.end() || !ahead->second) return false;
-    if (ahead->second->needs_whole_device.load() != 1) return false;
+    if (ahead == reference_.ahead.end() || !ahead->second) {
+      try {
+        reference_.ahead[problem] = eval::start_reference_session(request_for(i));
+      } catch (const std::exception&) {
+        return false;  // started again, and its failure reported, in its evaluation
+      }
+      ahead = reference_.ahead.find(problem);
+    }
+    if (!eval::await_needs_whole_device(*ahead->second)) return false;
     std::lock_guard guard(run_.lock);
     if (run_.picker.postponed(i) || !run_.picker.others_open(run_.broken_problems)) return false;
     run_.summary.postponed += run_.picker.postpone(i);
@@ -312,6 +323,12 @@ class DeviceThread {
                     "tasks that share the device",
                     task(i).candidate.run, task(i).candidate.path.filename().string(), device_));
     return true;
+  }
+
+  // Whether task `i` could still be postponed: not yet, and another open task would go first.
+  bool others_open_before(size_t i) {
+    std::lock_guard guard(run_.lock);
+    return !run_.picker.postponed(i) && run_.picker.others_open(run_.broken_problems);
   }
 
   // False when the device failed its health check (this thread stops).

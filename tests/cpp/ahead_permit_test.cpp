@@ -3,11 +3,14 @@
 // reserved at once or not at all. Sizes are KernelBench's on the H200.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "eval/memory_ledger.hpp"
 #include "eval/memory_plan.hpp"
+#include "eval/reference_session.hpp"
 #include "eval/reference_work.hpp"
 
 namespace kbv::eval {
@@ -107,6 +110,23 @@ TEST(AheadPermit, ALoadedProblemSaysWhetherItHasTheDeviceToItselfOnlyOnADevice) 
   EXPECT_FALSE(loaded_needs_whole_device(loaded(17.2 * GB, 0, "host")));
   EXPECT_FALSE(loaded_needs_whole_device(nlohmann::json::object()));
   EXPECT_FALSE(loaded_needs_whole_device(nlohmann::json()));  // a session not loaded
+}
+
+// A device thread awaits a session's load to place its task (kbv run): the answer comes when the
+// preparing thread has it, and a load that failed answers "no" (the evaluation reports why).
+TEST(AheadPermit, AwaitingALoadReturnsItsAnswerOnceTheLoadHasOne) {
+  for (const int answer : {1, 0, -2}) {
+    ReferenceSession session;
+    std::thread preparing([&session, answer] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      session.needs_whole_device = answer;
+      session.needs_whole_device.notify_all();
+    });
+    auto t = std::chrono::steady_clock::now();
+    EXPECT_EQ(await_needs_whole_device(session), answer == 1) << answer;
+    EXPECT_GE(std::chrono::steady_clock::now() - t, std::chrono::milliseconds(40)) << answer;
+    preparing.join();
+  }
 }
 
 }  // namespace

@@ -6,7 +6,9 @@ small, as KernelBench's large problems go at the default) and every self-check s
 
 from __future__ import annotations
 
+import collections
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -83,3 +85,44 @@ def test_audit_tabulates_every_problem_and_resumes(tmp_path, cache_dir, monkeypa
     assert chunks["3_ReLU"] > 1 and chunks["2_Gemm_Scale_Sigmoid"] > 1, chunks
     relu = next(row for row in rows if "3_ReLU" in row)
     assert f"float64 truth in {chunks['3_ReLU']} chunks of rows" in relu, relu
+
+
+@pytest.mark.e2e
+def test_with_evaluations_side_by_side_a_task_is_placed_after_its_problems_load(
+    tmp_path, cache_dir
+):
+    """Two evaluations at once and more tasks open: a device thread decides whether a task waits
+    for the end (its problem needing the device's memory to itself) from the problem's load, so
+    a task with no session started ahead has one started and awaited (`wait_load` in the call
+    trace) rather than learning its size mid-evaluation and draining the device (session 26's
+    H100 audit: 9 such drains). The awaited session is the one its evaluation then uses (its
+    worker draws and judges; nothing is loaded twice for it). On the host nothing needs the
+    device alone: nothing is postponed."""
+    suite = tmp_path / "suite" / "level1"
+    suite.mkdir(parents=True)
+    names = ("3_ReLU", "4_Softmax", "5_LayerNorm", "6_Sum_reduction_over_a_dimension",
+             "8_Argmax_over_a_dimension", "10_MSELoss")  # fmt: skip
+    for name in names:
+        shutil.copy(PROBLEMS / "level1" / f"{name}.py", suite)
+    trace = tmp_path / "calls.jsonl"
+    done = subprocess.run(
+        [kbv_binary(), "audit", "--problems", str(suite.parent), "--db",
+         str(tmp_path / "audit.sqlite"), "--out", str(tmp_path / "audit.md"), "--cache-dir",
+         str(cache_dir), "--device", "cpu", "--draws", "1", "--samples", "3", "--rounds", "1",
+         "--workers-per-device", "2"],
+        capture_output=True, text=True, timeout=900,
+        env={**os.environ, "KBV_TRACE_CALLS": str(trace)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"{len(names)} problems: {len(names)} pass" in (tmp_path / "audit.md").read_text()
+    assert "to itself" not in done.stdout + done.stderr
+    calls = [json.loads(line) for line in trace.read_text().splitlines()]
+    awaited = [c for c in calls if c["cmd"] == "wait_load"]
+    assert awaited and all(c["role"] == "harness" and c["s"] >= 0 for c in awaited), awaited
+    by_pid = collections.defaultdict(list)
+    for c in calls:
+        if c["role"] == "reference":
+            by_pid[c["pid"]].append(c["cmd"])
+    for wait in awaited:
+        commands = by_pid[wait["pid"]]
+        assert commands.count("load_problem") == 1 and "judge" in commands, (wait, commands)
