@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("trace", type=Path)
     parser.add_argument("--resolution", type=float, default=0.1, help="grid step, seconds")
     parser.add_argument("--gap", type=float, default=3.0, help="loads-only gaps at least this")
+    parser.add_argument("--top", type=int, default=12, help="problems listed by their time")
     args = parser.parse_args()
     lines = read(args.trace)
     calls = [c for c in lines if c.get("role") != "harness"]
@@ -113,6 +114,33 @@ def main() -> None:
                         steps[name].append(value)
         for name, values in sorted(steps.items(), key=lambda kv: -sum(kv[1])):
             print(f"  {name}: median {statistics.median(values):.2f} s, sum {sum(values):.0f} s")
+    by_problem(calls, waits, args.top)
+
+
+def by_problem(calls: list[dict], waits: list[dict], top: int) -> None:
+    """The problems whose reference worker spent the most time in calls and waits: a load names
+    its file (since session 26), which ties the worker's pid, its calls and the waits traced
+    under it to a problem."""
+    named = {c["pid"]: c["file"] for c in calls if c["cmd"] == "load_problem" and c.get("file")}
+    if not named:
+        return
+    spent: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+    for c in calls + waits:
+        if c["pid"] in named and c["cmd"] not in LOADS:
+            if c.get("role") == "harness":
+                kind = c["cmd"]
+            elif c["cmd"] in TIMING:
+                kind = "timing"
+            elif c["cmd"] == "prepare_case":
+                kind = "draws"
+            else:
+                kind = "other calls"
+            spent[c["pid"]][kind] += c["s"]
+            spent[c["pid"]]["all"] += c["s"]
+    print(f"problems by their reference's calls and waits (top {top} of {len(named)}):")
+    for pid, parts in sorted(spent.items(), key=lambda kv: -kv[1]["all"])[:top]:
+        rest = ", ".join(f"{k} {v:.0f}" for k, v in parts.most_common() if k != "all" and v >= 1)
+        print(f"  {named[pid]}: {parts['all']:.0f} s ({rest})")
 
 
 if __name__ == "__main__":

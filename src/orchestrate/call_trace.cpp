@@ -16,13 +16,14 @@ std::string call_trace_path() {
 
 void trace_call(std::string_view role, int pid, std::string_view command,
                 std::chrono::system_clock::time_point started, double seconds,
-                std::string_view status, const nlohmann::json& detail) {
+                std::string_view status, const nlohmann::json& detail, std::string_view file) {
   const std::string path = call_trace_path();
   if (path.empty()) return;
   const double t = std::chrono::duration<double>(started.time_since_epoch()).count();
   nlohmann::json line = {{"t", t},     {"s", seconds},   {"role", role},
                          {"pid", pid}, {"cmd", command}, {"status", status}};
   if (!detail.is_null()) line["detail"] = detail;
+  if (!file.empty()) line["file"] = file;
   const std::string text = line.dump() + "\n";
   // Opened per line: tracing is a diagnosis aid, and this keeps it free of shared state.
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -21,9 +21,12 @@ namespace kbv::orchestrate {
 // The file named by KBV_TRACE_CALLS; empty: tracing is off.
 std::string call_trace_path();
 
+// `file`: for a load, the problem's or candidate's file name (the line's "file"), which ties
+// the worker's pid to a problem when reading a run's trace.
 void trace_call(std::string_view role, int pid, std::string_view command,
                 std::chrono::system_clock::time_point started, double seconds,
-                std::string_view status, const nlohmann::json& detail = nullptr);
+                std::string_view status, const nlohmann::json& detail = nullptr,
+                std::string_view file = {});
 
 // An evaluation's wait for its device (`wait_gate`, `wait_memory`, `wait_ahead`, `wait_load`:
 // role "harness", under the pid of the reference worker it is for): while it waits no call of its

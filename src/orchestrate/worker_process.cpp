@@ -251,6 +251,13 @@ void WorkerProcess::send(const nlohmann::json& request, const FdSet& fds) {
   require_served(options_.role, request);
   if (!call_trace_path().empty()) {
     traced_command_ = request.value("cmd", "");
+    traced_file_.clear();
+    for (const char* key : {"problem", "candidate"}) {
+      if (traced_command_.starts_with("load_") && request.contains(key) &&
+          request[key].is_string()) {
+        traced_file_ = std::filesystem::path(request[key].get<std::string>()).filename().string();
+      }
+    }
     traced_sent_ = std::chrono::system_clock::now();
     traced_sent_steady_ = Clock::now();
   }
@@ -352,7 +359,7 @@ Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
     }
     trace_call(to_string(options_.role), pid_, traced_command_, traced_sent_,
                std::chrono::duration<double>(Clock::now() - traced_sent_steady_).count(),
-               kStatus[static_cast<int>(r.status)], detail);
+               kStatus[static_cast<int>(r.status)], detail, traced_file_);
     traced_command_.clear();
   }
   return r;

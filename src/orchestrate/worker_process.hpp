@@ -114,6 +114,7 @@ class WorkerProcess {
 
   // The request in flight, for the call trace (call_trace.hpp).
   std::string traced_command_;
+  std::string traced_file_;  // a load's problem or candidate file name
   std::chrono::system_clock::time_point traced_sent_;
   std::chrono::steady_clock::time_point traced_sent_steady_;
 

@@ -176,6 +176,7 @@ def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
         assert set(call["detail"]) == set(steps[call["cmd"]]), call  # (the trace sorts keys)
         assert all(v >= 0 for v in call["detail"].values()), call
         assert call["detail"]["process_start"] > 0, call  # the worker process's imports
+        assert call["file"] in {"3_ReLU.py", "4_Softmax.py"}, call  # which problem's worker
         own = sum(v for k, v in call["detail"].items() if k != "process_start")
         assert own <= call["s"], call
     placed = [c for c in calls.values() if "place_model" in c]
