@@ -286,6 +286,11 @@ class ReferenceRole:
         # device, unaccounted, beside the evaluations in progress. (On the CPU the placement
         # moves nothing; the same exchanges run, so the CPU tests cover them.)
         self._model_on_host = request.get("place") == "host"
+        # `device_facts: false` (a load kbv run makes outside the device's gate, beside another
+        # evaluation's timing run): nothing here touches the device, not even its context; the
+        # facts come in a `device_facts` call under the gate. Session 26's H100 audit: timing
+        # runs waited 223 s in all for loads in flight, all else on the device held back meanwhile.
+        off_device = request.get("device_facts", True) is False
         model = construct(model_cls, init_inputs, "problem")
         laps.lap("construct")
         self.model = (model if self._model_on_host else model.to(self.device)).eval()
@@ -295,13 +300,12 @@ class ReferenceRole:
             k: v.detach().clone().contiguous() for k, v in params.state_tensors(self.model).items()
         }
         laps.lap("initial_state")
-        template = self._shape_template()
+        template = self._shape_template(off_device)
         laps.lap("template")
         forward = self._meta_forward(template)
         laps.lap("meta_forward")
         roofline.warm_up_in_background()  # its first use is seconds; the roofline call comes later
-        environment = hosting.environment(self.device)
-        memory_now = _memory_now(self.device)
+        facts = {} if off_device else self.cmd_device_facts({})
         laps.lap("environment")
         return {
             "load_phases_s": laps.seconds,
@@ -310,15 +314,22 @@ class ReferenceRole:
             "inputs": [_as_on(hosting.describe(v), self.device) for v in template],
             "init_inputs": encoded_init,
             "persistent_bytes": memory.state_bytes(self.model),
-            "environment": environment,
             "sizes": {
                 "input_bytes": sum(shared.nbytes(v) for v in template if torch.is_tensor(v)),
                 "state_bytes": sum(shared.nbytes(v) for v in self.initial_state.values()),
                 **forward,
             },
-            "memory": memory_now,
             "placed": "host" if self._model_on_host else "device",
+            **facts,
         }
+
+    def cmd_device_facts(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The device's environment (its name, clocks, software) and its memory now: the part of
+        a load that makes the device's context, asked apart after a load with
+        `device_facts: false`."""
+        if self.module is None:
+            raise WorkerError("usage_error", "device_facts before load_problem")
+        return {"environment": hosting.environment(self.device), "memory": _memory_now(self.device)}
 
     def cmd_place_model(self, request: dict[str, Any]) -> dict[str, Any]:
         """The model loaded on the host, and its initial state, onto the device: once the
@@ -356,17 +367,18 @@ class ReferenceRole:
             # candidate's judge of the same case must never meet its answer).
             self._pending_judge = None
 
-    def _shape_template(self) -> list:
+    def _shape_template(self, off_device: bool = False) -> list:
         """The problem's inputs described without drawing them: on the meta device, where
-        factory calls allocate nothing (a real draw where a problem's generator needs
-        values)."""
+        factory calls allocate nothing (a real draw where a problem's generator needs values:
+        on the host for a load kept off the device)."""
         assert self.module is not None
         try:
             return families.native_inputs(
                 self.module.get_inputs, families.PUBLIC_SEED, torch.device("meta")
             )
         except Exception:  # noqa: BLE001 - a generator that needs real values
-            return families.native_inputs(self.module.get_inputs, families.PUBLIC_SEED, self.device)
+            device = torch.device("cpu") if off_device else self.device
+            return families.native_inputs(self.module.get_inputs, families.PUBLIC_SEED, device)
 
     def _meta_forward(self, template: list) -> dict[str, Any]:
         """The float32 forward's outputs and live peak (its intermediates and outputs), from a

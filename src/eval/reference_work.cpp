@@ -39,7 +39,7 @@ void require_reference_answer(const Response& response, const fs::path& problem,
 }
 
 void load_problem_into(ReferenceSession& session, const EvalRequest& request,
-                       const ReferenceCall& call, bool on_host) {
+                       const ReferenceCall& call, bool on_host, const ReferenceCall* off_gate) {
   const Protocol protocol =
       protocol_by_name(request.settings.protocol, request.settings.hidden_draws);
   json args = {{"problem", fs::absolute(request.problem).string()},
@@ -47,10 +47,17 @@ void load_problem_into(ReferenceSession& session, const EvalRequest& request,
                {"keep", protocol.judged_by()},
                {"policy", protocol.policy.to_json()}};
   if (on_host) args["place"] = "host";
-  auto response = call(worker_request(cmd::kLoadProblem, args));
+  const bool apart = on_host && off_gate != nullptr;
+  if (apart) args["device_facts"] = false;
+  auto response = (apart ? *off_gate : call)(worker_request(cmd::kLoadProblem, args));
   require_reference_answer(response, request.problem, "loading the problem");
   session.loaded = response.result;
-  session.key.software = software_of(response.result["environment"]);
+  if (apart) {
+    auto facts = call(worker_request(cmd::kDeviceFacts));
+    require_reference_answer(facts, request.problem, "reading the device after the load");
+    for (const char* key : {"environment", "memory"}) session.loaded[key] = facts.result[key];
+  }
+  session.key.software = software_of(session.loaded["environment"]);
 }
 
 json default_redraw(const json& loaded, const Protocol& protocol) {
@@ -372,13 +379,16 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
         if (request.placement.gate) hold = request.placement.gate->shared();
         return s->worker->call(message, reference_timeout(request.limits));
       };
+      ReferenceCall off_gate = [&](const json& message) {
+        return s->worker->call(message, reference_timeout(request.limits));
+      };
       // Beside the evaluations in progress, only what the device's share for work ahead holds
       // at once (permit_ahead); the rest is left to the evaluation, whose memory is reserved.
       // Without that share (no gate) a problem too large to share the device is drawn by its
       // own evaluation, which has the device alone by then. With it, the model is loaded on
       // the host and placed on the device only within a reservation.
       auto* gate = request.placement.gate;
-      load_problem_into(*s, request, call, /*on_host=*/gate != nullptr);
+      load_problem_into(*s, request, call, /*on_host=*/gate != nullptr, &off_gate);
       s->needs_whole_device = loaded_needs_whole_device(s->loaded) ? 1 : 0;
       s->needs_whole_device.notify_all();
       AheadPermit permit = permit_ahead(gate ? &gate->ahead() : nullptr, s->loaded);

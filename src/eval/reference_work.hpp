@@ -35,8 +35,15 @@ using ReferenceCall = std::function<orchestrate::Response(const nlohmann::json&)
 // told to place them (kPlaceModel) or an evaluation first uses them: a session started ahead
 // takes nothing of the device before the device's memory ledger has reserved it
 // (`loaded["placed"]` says where they are).
+//
+// `off_gate` (with `on_host`): the load itself goes through this call, outside the device's
+// gate, and touches nothing of the device; the device's facts (its context made, its memory
+// read) come after it through `call`. A load is seconds of host work (import, construction, the
+// meta forward), and under the gate a timing run waiting to start waits for it, and everything
+// else on the device with it (session 26's H100 audit: 223 s of timing runs' waits).
 void load_problem_into(ReferenceSession& session, const EvalRequest& request,
-                       const ReferenceCall& call, bool on_host = false);
+                       const ReferenceCall& call, bool on_host = false,
+                       const ReferenceCall* off_gate = nullptr);
 
 // The parameter names re-drawn for the hidden families before any candidate is seen: every
 // state tensor of the reference (a candidate whose own parameters do not all match gets a

@@ -14,6 +14,8 @@ constexpr std::array kCommands = {
     WorkerCommand{cmd::kExit, true, true, "end the worker (handled by the serve loop itself)"},
     WorkerCommand{cmd::kLoadProblem, true, false,
                   "import the problem, build the model, report its inputs, sizes and memory"},
+    WorkerCommand{cmd::kDeviceFacts, true, false,
+                  "the device's environment and memory, after a load kept off the device"},
     WorkerCommand{cmd::kSetPlan, true, false, "the memory plan's budget for cases kept resident"},
     WorkerCommand{cmd::kCapMemory, true, false,
                   "cap the reference's own device allocations (a session drawn ahead)"},

@@ -38,6 +38,7 @@ namespace cmd {
 inline constexpr std::string_view kPing = "ping";
 inline constexpr std::string_view kExit = "exit";
 inline constexpr std::string_view kLoadProblem = "load_problem";
+inline constexpr std::string_view kDeviceFacts = "device_facts";
 inline constexpr std::string_view kSetPlan = "set_plan";
 inline constexpr std::string_view kCapMemory = "cap_memory";
 inline constexpr std::string_view kPlaceModel = "place_model";

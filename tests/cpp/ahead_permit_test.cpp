@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "eval/eval_request.hpp"
 #include "eval/memory_ledger.hpp"
 #include "eval/memory_plan.hpp"
 #include "eval/reference_session.hpp"
@@ -127,6 +130,56 @@ TEST(AheadPermit, AwaitingALoadReturnsItsAnswerOnceTheLoadHasOne) {
     EXPECT_GE(std::chrono::steady_clock::now() - t, std::chrono::milliseconds(40)) << answer;
     preparing.join();
   }
+}
+
+// A session started ahead loads its problem outside the device's gate (the load is seconds of
+// host work a timing run would otherwise wait for) and reads the device's facts, which make
+// its context, through the gated call after it.
+TEST(AheadPermit, ALoadKeptOffTheGateReadsTheDeviceUnderItAfterwards) {
+  EvalRequest request;
+  request.problem = "/suite/level1/19_ReLU.py";
+  request.settings.device = "cuda";
+  auto answer = [](nlohmann::json result) {
+    orchestrate::Response r;
+    r.status = orchestrate::Response::Status::Ok;
+    r.result = std::move(result);
+    return r;
+  };
+  const nlohmann::json facts = {
+      {"environment", {{"torch", "2.11.0"}, {"device_name", "NVIDIA H100 80GB HBM3"}}},
+      {"memory", {{"kind", "device"}, {"total_bytes", 85e9}}}};
+  std::vector<std::string> gated, apart;
+  ReferenceCall call = [&](const nlohmann::json& m) {
+    gated.push_back(m["cmd"]);
+    return answer(m["cmd"] == "device_facts"
+                      ? facts
+                      : nlohmann::json{{"sizes", {{"input_bytes", 6.4 * GB}}},
+                                       {"environment", facts["environment"]},
+                                       {"memory", facts["memory"]}});
+  };
+  ReferenceCall off_gate = [&](const nlohmann::json& m) {
+    apart.push_back(m["cmd"]);
+    EXPECT_EQ(m.value("device_facts", true), false);
+    EXPECT_EQ(m.value("place", ""), "host");
+    return answer({{"sizes", {{"input_bytes", 6.4 * GB}}}, {"placed", "host"}});
+  };
+  ReferenceSession session;
+  load_problem_into(session, request, call, /*on_host=*/true, &off_gate);
+  EXPECT_EQ(apart, std::vector<std::string>{"load_problem"});
+  EXPECT_EQ(gated, std::vector<std::string>{"device_facts"});
+  EXPECT_EQ(session.loaded["memory"]["total_bytes"], 85e9);
+  EXPECT_EQ(session.loaded["sizes"]["input_bytes"], 6.4 * GB);
+  EXPECT_EQ(session.key.software["device_name"], "NVIDIA H100 80GB HBM3");
+  EXPECT_TRUE(loaded_needs_whole_device(session.loaded));  // 61 GB before its first draw
+
+  // Placed on the device at once (an evaluation's own load): one call, under the gate.
+  gated.clear();
+  apart.clear();
+  ReferenceSession own;
+  load_problem_into(own, request, call, /*on_host=*/false, &off_gate);
+  EXPECT_TRUE(apart.empty());
+  EXPECT_EQ(gated, std::vector<std::string>{"load_problem"});
+  EXPECT_EQ(own.loaded["memory"]["kind"], "device");
 }
 
 }  // namespace

@@ -181,7 +181,10 @@ def test_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
         assert own <= call["s"], call
     placed = [c for c in calls.values() if "place_model" in c]
     assert len(placed) == 1, dict(calls)
-    assert placed[0][:3] == ["load_problem", "place_model", "prepare_case"], placed[0]
+    # Its load kept off the device (outside the gate), the device read after it under the gate.
+    assert placed[0][:4] == ["load_problem", "device_facts", "place_model", "prepare_case"], placed
+    own = [c for c in calls.values() if "load_problem" in c and "place_model" not in c]
+    assert own and all("device_facts" not in c for c in own), dict(calls)  # read in its load
     with sqlite3.connect(db) as con:
         results = {
             problem: json.loads(text)
