@@ -221,7 +221,7 @@ class Evaluation {
     call_judge_.numerics(loaded.result, findings_);
     judge::CallJudge::harness(loaded.result, "importing and constructing the candidate", findings_);
     // Static scan of the candidate's source by the (trusted) reference worker: evidence only.
-    auto scan = workers.reference(
+    auto scan = workers.reference_off_gate(
         worker_request(cmd::kScan, {{"candidate", fs::absolute(request_.candidate)}}));
     if (scan.ok()) {
       result.candidate["scan"] = scan.result;

@@ -42,6 +42,11 @@ class WorkerExchange {
     make_room_ = std::move(make);
   }
   ReferenceCall reference_call();
+  // An exchange with the reference that touches nothing of the device (the static scan of the
+  // candidate's source): outside the gate, so a timing run waiting to start does not wait for
+  // it, nor does everything else on the device behind that timing run (session 26: a scan of
+  // 37 s held one back).
+  orchestrate::Response reference_off_gate(const nlohmann::json& request);
   // One exchange with the candidate's worker (call_timeout unless given), with the descriptors
   // it is to use.
   orchestrate::Response candidate(const nlohmann::json& request,
