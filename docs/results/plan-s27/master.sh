@@ -2,7 +2,8 @@
 # Session 27's device plan (one detached run over three calls, bench/device_plan.sh): issue 18's
 # full audit finished from session 26's database (201 of 250 stored; the 49 left include the 24
 # problems that need the device's memory to itself, put after the others), each device thread
-# awaiting a task's problem load before placing it (session 26's 9 mid-run drains); then the
+# awaiting a task's problem load before placing it (session 26's 9 mid-run drains), loads and
+# scans outside the device's gate (223 + 36 s of timing runs' waits in session 26); then the
 # hack zoo and the honest zoo on the GPU (last run in session 24: 61/61, 0/23) with what is left.
 # Resumable: .kbrun/audit-s26.sqlite, else the committed copy in h100-2026-12-06-s26/; the wall of
 # this part adds to session 26's 1,599 s. Every worker call traced; the GPU's use sampled.
