@@ -126,7 +126,9 @@ def by_problem(calls: list[dict], waits: list[dict], top: int) -> None:
         return
     spent: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     for c in calls + waits:
-        if c["pid"] in named and c["cmd"] not in LOADS:
+        # A load's own wait (wait_load) and a joined preparation's (wait_ahead) overlap the
+        # calls they wait for, counted already.
+        if c["pid"] in named and c["cmd"] not in LOADS | {"wait_load", "wait_ahead"}:
             if c.get("role") == "harness":
                 kind = c["cmd"]
             elif c["cmd"] in TIMING:

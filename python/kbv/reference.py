@@ -346,6 +346,7 @@ class ReferenceRole:
     _OFF_THE_MODEL = frozenset(
         {
             "load_problem",
+            "device_facts",
             "place_model",
             "ping",
             "cap_memory",

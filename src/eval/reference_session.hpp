@@ -86,6 +86,8 @@ struct ReferenceSession {
   std::string ahead_note;     // what it did ahead and why (drawn, loaded only), in words
   bool ahead_capped = false;  // its allocations were capped for the draw ahead (cap_memory)
   bool from_spare = false;    // its worker was the slot's spare, started before it was needed
+  // Its worker's pid when start_reference_session started it, read while `preparing` runs.
+  int started_pid = 0;
 
   ReferenceSession() = default;
   ReferenceSession(const ReferenceSession&) = delete;

@@ -362,17 +362,29 @@ ReferenceKey requested_key(const EvalRequest& request, const Protocol& protocol,
   return key;
 }
 
-std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request) {
+std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request,
+                                                          bool load_only) {
   const Protocol protocol =
       protocol_by_name(request.settings.protocol, request.settings.hidden_draws);
   auto session = new_reference_session(
       request, requested_key(request, protocol, sha256_file(request.problem)));
   if (!session->worker) session->worker = start_reference_worker(request, session->run_dir);
+  session->started_pid = static_cast<int>(session->worker->pid());
   // The problem is loaded and its cases drawn on a thread of the session's own, each call under
   // the device's gate like any evaluation's (a timing run on the device excludes them); the
   // evaluation that takes the session joins it first. A failure leaves the session unused: the
   // evaluation starts a new one and reports the failure itself.
-  session->preparing = std::thread([s = session.get(), request, protocol] {
+  session->preparing = std::thread([s = session.get(), request, protocol, load_only] {
+    // However the preparation ends, whoever awaits its load's answer is told: a load that
+    // failed never answers (-2), and a wait left at -1 would never end.
+    struct TellsTheAnswer {
+      ReferenceSession* s;
+      ~TellsTheAnswer() {
+        int unknown = -1;
+        s->needs_whole_device.compare_exchange_strong(unknown, -2);
+        s->needs_whole_device.notify_all();
+      }
+    } tells{s};
     try {
       auto call = [&](const json& message) {
         DeviceGate::Hold hold;
@@ -391,6 +403,11 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
       load_problem_into(*s, request, call, /*on_host=*/gate != nullptr, &off_gate);
       s->needs_whole_device = loaded_needs_whole_device(s->loaded) ? 1 : 0;
       s->needs_whole_device.notify_all();
+      if (load_only) {
+        s->ahead_note = "loaded before its evaluation, which placed and drew it";
+        s->prepared_ahead = true;
+        return;
+      }
       AheadPermit permit = permit_ahead(gate ? &gate->ahead() : nullptr, s->loaded);
       s->ahead_note = permit.note;
       if (permit.scope == AheadPermit::Scope::none) {
@@ -420,11 +437,9 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
       s->prepared_ahead = true;
     } catch (const std::exception& error) {
       s->ahead_error = error.what();
+    } catch (...) {
+      s->ahead_error = "the preparation failed with an unknown exception";
     }
-    // A load that failed never tells: whoever awaits the answer goes on without it.
-    int unknown = -1;
-    s->needs_whole_device.compare_exchange_strong(unknown, -2);
-    s->needs_whole_device.notify_all();
   });
   return session;
 }
@@ -433,9 +448,9 @@ bool await_needs_whole_device(ReferenceSession& session) {
   auto t = Clock::now();
   auto since = std::chrono::system_clock::now();
   session.needs_whole_device.wait(-1);
-  if (session.worker && session.worker->pid() > 0) {
-    orchestrate::trace_wait(static_cast<int>(session.worker->pid()), "wait_load", since,
-                            seconds_since(t));
+  // The pid the session started with: the worker's own may change under `preparing`.
+  if (session.started_pid > 0) {
+    orchestrate::trace_wait(session.started_pid, "wait_load", since, seconds_since(t));
   }
   return session.needs_whole_device.load() == 1;
 }

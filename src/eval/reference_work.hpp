@@ -120,7 +120,13 @@ bool spare_references_wanted(const std::string& device);
 // seed, the key's request part, and a worker that imports torch, loads the problem and draws
 // every hidden case on the session's `preparing` thread (under the placement's gate). kbv run
 // keeps it in the slot's `ahead` until an evaluation of that problem takes it.
-std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request);
+//
+// `load_only`: the problem is loaded (on the host where the placement has a gate) and nothing
+// more: a device thread awaiting the load to place a task (await_needs_whole_device) starts
+// one for the task it is about to evaluate, which then places and draws under its own
+// reservation.
+std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request,
+                                                          bool load_only = false);
 
 // Blocks until a session started ahead has loaded its problem (or failed to): whether one
 // evaluation of it needs the device's memory to itself (ReferenceSession::needs_whole_device;

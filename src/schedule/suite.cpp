@@ -300,7 +300,9 @@ class DeviceThread {
   // anyway; session 26's H100 audit: 9 of 33 such problems had no session ahead and each
   // drained the device mid-run, waiting up to 77 s). A problem whose session this thread
   // already holds is evaluated now: its cases are drawn, and dropping them would draw them again.
-  bool postpone_for_device_alone(size_t i) {
+  // `worker`: the task's candidate worker, started here where none was started ahead, so that
+  // its process start overlaps the load awaited (as it overlaps the evaluation's own load).
+  bool postpone_for_device_alone(size_t i, std::shared_ptr<CandidateWorker>& worker) {
     if (evaluations_on_device_ <= 1) return false;
     const fs::path problem = fs::absolute(task(i).problem.path);
     if (reference_.session && reference_.session->problem == problem) return false;
@@ -308,11 +310,21 @@ class DeviceThread {
     auto ahead = reference_.ahead.find(problem);
     if (ahead == reference_.ahead.end() || !ahead->second) {
       try {
-        reference_.ahead[problem] = eval::start_reference_session(request_for(i));
+        // Loaded only (on the host): its evaluation, next, places the model and draws under
+        // its own reservation rather than within the device's share for work ahead.
+        reference_.ahead[problem] = eval::start_reference_session(request_for(i),
+                                                                  /*load_only=*/true);
       } catch (const std::exception&) {
         return false;  // started again, and its failure reported, in its evaluation
       }
       ahead = reference_.ahead.find(problem);
+      if (!worker) {
+        try {
+          worker = eval::start_candidate_worker(request_for(i), run_.work.candidate_sha256[i]);
+        } catch (const std::exception&) {
+          worker.reset();  // started again, and its failure reported, in its evaluation
+        }
+      }
     }
     if (!eval::await_needs_whole_device(*ahead->second)) return false;
     std::lock_guard guard(run_.lock);
@@ -333,7 +345,7 @@ class DeviceThread {
 
   // False when the device failed its health check (this thread stops).
   bool evaluate_and_store(size_t i, std::shared_ptr<CandidateWorker> ahead) {
-    if (postpone_for_device_alone(i)) return true;  // `ahead`, its worker, stops here
+    if (postpone_for_device_alone(i, ahead)) return true;  // `ahead`, its worker, stops here
     const auto& t = task(i);
     double built_in = run_.builds.wait(run_.work.caches[i]);
     EvalRequest eval = request_for(i);

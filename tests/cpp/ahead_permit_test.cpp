@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -120,15 +121,24 @@ TEST(AheadPermit, ALoadedProblemSaysWhetherItHasTheDeviceToItselfOnlyOnADevice) 
 TEST(AheadPermit, AwaitingALoadReturnsItsAnswerOnceTheLoadHasOne) {
   for (const int answer : {1, 0, -2}) {
     ReferenceSession session;
+    auto t = std::chrono::steady_clock::now();
     std::thread preparing([&session, answer] {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       session.needs_whole_device = answer;
       session.needs_whole_device.notify_all();
     });
-    auto t = std::chrono::steady_clock::now();
-    EXPECT_EQ(await_needs_whole_device(session), answer == 1) << answer;
-    EXPECT_GE(std::chrono::steady_clock::now() - t, std::chrono::milliseconds(40)) << answer;
+    // Awaited on a thread of its own: a wait that never ends fails here rather than hanging.
+    auto awaited =
+        std::async(std::launch::async, [&] { return await_needs_whole_device(session); });
+    const bool ready = awaited.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    if (!ready) {  // set free, so that the test can end
+      session.needs_whole_device = 0;
+      session.needs_whole_device.notify_all();
+    }
     preparing.join();
+    ASSERT_TRUE(ready) << answer;
+    EXPECT_EQ(awaited.get(), answer == 1) << answer;
+    EXPECT_GE(std::chrono::steady_clock::now() - t, std::chrono::milliseconds(50)) << answer;
   }
 }
 

@@ -118,6 +118,18 @@ def test_a_model_loaded_with_place_host_is_placed_by_the_first_command_that_uses
     loaded = role.cmd_load_problem({"device": "cpu", "problem": str(problem), "place": "host"})
     try:
         assert loaded["placed"] == "host" and role._model_on_host
+        assert loaded["memory"]["kind"] == "host" and "environment" in loaded
+        # Loaded off the device (kbv run's session started ahead): the device's facts come
+        # apart, and reading them leaves the model where it is.
+        apart = reference.ReferenceRole()
+        off = apart.cmd_load_problem(
+            {"device": "cpu", "problem": str(problem), "place": "host", "device_facts": False}
+        )
+        assert "memory" not in off and "environment" not in off and off["placed"] == "host"
+        apart.before_command("device_facts")
+        facts = apart.cmd_device_facts({})
+        assert apart._model_on_host and facts["memory"]["kind"] == "host"
+        assert facts["environment"]["torch"] == loaded["environment"]["torch"]
         role.cmd_set_plan({"cache_bytes": 0})
         role.before_command("set_plan")
         assert role._model_on_host
@@ -142,7 +154,7 @@ def test_a_model_left_on_the_host_is_placed_before_the_first_command_that_uses_i
         real_place = role.cmd_place_model
         monkeypatch.setattr(role, "cmd_place_model", lambda r: placed.append(1) or real_place(r))
         role._model_on_host = True  # as cmd_load_problem leaves it with `place: host`
-        for cmd in ("ping", "cap_memory", "place_model", "load_problem"):
+        for cmd in ("ping", "cap_memory", "place_model", "load_problem", "device_facts"):
             role.before_command(cmd)
         assert placed == [] and role._model_on_host
         role.before_command("prepare_case")
