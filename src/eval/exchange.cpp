@@ -56,10 +56,7 @@ MemoryLedger::Reservation WorkerExchange::reserve_memory(double bytes, double de
 Response WorkerExchange::reference(const json& request) {
   auto call = [this](const json& sent) {
     auto hold = enter_gate(false);
-    auto t = Clock::now();
-    auto response = session_.worker->call(sent, reference_timeout(limits_));
-    reference_s_ += seconds_since(t);
-    return response;
+    return reference_off_gate(sent);
   };
   // (on_sensitivity_room sets both hooks together.)
   const bool ask =

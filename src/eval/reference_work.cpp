@@ -386,13 +386,13 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
       }
     } tells{s};
     try {
+      ReferenceCall off_gate = [&](const json& message) {
+        return s->worker->call(message, reference_timeout(request.limits));
+      };
       auto call = [&](const json& message) {
         DeviceGate::Hold hold;
         if (request.placement.gate) hold = request.placement.gate->shared();
-        return s->worker->call(message, reference_timeout(request.limits));
-      };
-      ReferenceCall off_gate = [&](const json& message) {
-        return s->worker->call(message, reference_timeout(request.limits));
+        return off_gate(message);
       };
       // Beside the evaluations in progress, only what the device's share for work ahead holds
       // at once (permit_ahead); the rest is left to the evaluation, whose memory is reserved.

@@ -252,11 +252,9 @@ void WorkerProcess::send(const nlohmann::json& request, const FdSet& fds) {
   if (!call_trace_path().empty()) {
     traced_command_ = request.value("cmd", "");
     traced_file_.clear();
-    for (const char* key : {"problem", "candidate"}) {
-      if (traced_command_.starts_with("load_") && request.contains(key) &&
-          request[key].is_string()) {
-        traced_file_ = std::filesystem::path(request[key].get<std::string>()).filename().string();
-      }
+    if (traced_command_.starts_with("load_")) {  // a load names its problem or candidate
+      const auto file = request.value("problem", request.value("candidate", std::string()));
+      traced_file_ = fs::path(file).filename().string();
     }
     traced_sent_ = std::chrono::system_clock::now();
     traced_sent_steady_ = Clock::now();

@@ -223,18 +223,23 @@ class DeviceThread {
       return entry.first != this_problem && entry.first != next_problem;
     });
     if (!next_) return;
-    try {
-      next_worker_ =
-          eval::start_candidate_worker(request_for(*next_), run_.work.candidate_sha256[*next_]);
-    } catch (const std::exception&) {
-      next_worker_.reset();  // started again, and its failure reported, in its evaluation
-    }
+    next_worker_ = try_start_candidate_worker(*next_);
     if (*next_problem != this_problem && !reference_.ahead.contains(*next_problem)) {
       try {
         reference_.ahead[*next_problem] = eval::start_reference_session(request_for(*next_));
       } catch (const std::exception&) {
         // Nothing was kept (the session is made before the entry): started in its evaluation.
       }
+    }
+  }
+
+  // Task `k`'s candidate worker, started before its evaluation; null where the start failed (it
+  // is started again, and its failure reported, in the evaluation).
+  std::shared_ptr<CandidateWorker> try_start_candidate_worker(size_t k) {
+    try {
+      return eval::start_candidate_worker(request_for(k), run_.work.candidate_sha256[k]);
+    } catch (const std::exception&) {
+      return nullptr;
     }
   }
 
@@ -306,7 +311,10 @@ class DeviceThread {
     if (evaluations_on_device_ <= 1) return false;
     const fs::path problem = fs::absolute(task(i).problem.path);
     if (reference_.session && reference_.session->problem == problem) return false;
-    if (!others_open_before(i)) return false;
+    {
+      std::lock_guard guard(run_.lock);
+      if (!could_be_postponed(i)) return false;
+    }
     auto ahead = reference_.ahead.find(problem);
     if (ahead == reference_.ahead.end() || !ahead->second) {
       try {
@@ -318,17 +326,11 @@ class DeviceThread {
         return false;  // started again, and its failure reported, in its evaluation
       }
       ahead = reference_.ahead.find(problem);
-      if (!worker) {
-        try {
-          worker = eval::start_candidate_worker(request_for(i), run_.work.candidate_sha256[i]);
-        } catch (const std::exception&) {
-          worker.reset();  // started again, and its failure reported, in its evaluation
-        }
-      }
+      if (!worker) worker = try_start_candidate_worker(i);
     }
     if (!eval::await_needs_whole_device(*ahead->second)) return false;
     std::lock_guard guard(run_.lock);
-    if (run_.picker.postponed(i) || !run_.picker.others_open(run_.broken_problems)) return false;
+    if (!could_be_postponed(i)) return false;  // asked again: the others may have gone meanwhile
     run_.summary.postponed += run_.picker.postpone(i);
     run_.log(
         fmt::format("{} {} on {}: needs the device's memory to itself; evaluated after the "
@@ -338,8 +340,8 @@ class DeviceThread {
   }
 
   // Whether task `i` could still be postponed: not yet, and another open task would go first.
-  bool others_open_before(size_t i) {
-    std::lock_guard guard(run_.lock);
+  // Under run_.lock.
+  bool could_be_postponed(size_t i) const {
     return !run_.picker.postponed(i) && run_.picker.others_open(run_.broken_problems);
   }
 
