@@ -20,7 +20,22 @@ cd "$(dirname "$0")/../../.."
 S=/tmp/s27 TOTAL=${1:-1650}
 source bench/device_plan.sh
 
-[ -f .kbrun/audit-s27.sqlite ] && cp .kbrun/audit-s27.sqlite $S/audit.sqlite
+# On an H200 (a plain call may get one), issue 20's GRPO batch first: its H200 figure is all that
+# issue lacks (session 23 measured it on an H100 only); the audit then takes what is left.
+DB=audit-s27
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  DB=audit-s27-h200
+  if grep -q "kbv serve: built" $S/build.txt; then
+    t=$(date +%s)
+    timeout $(limit 450) python3 bench/serve_grpo.py --device cuda --samples 64 \
+      --workers-per-device 4 --prebuilt --cache-dir $KBV_CACHE_DIR --out $S/grpo.json \
+      > $S/grpo.txt 2>&1
+    say "H200: GRPO (--prebuilt) rc=$? in $(( $(date +%s) - t )) s"
+  else
+    say "H200: GRPO skipped, kbv serve not built"
+  fi
+fi
+[ -f .kbrun/$DB.sqlite ] && cp .kbrun/$DB.sqlite $S/audit.sqlite
 t=$(date +%s)
 KBV_TRACE_CALLS=$S/trace.jsonl timeout $(limit $TOTAL) build/kbv audit --problems .kb \
   --device cuda --workers-per-device 4 --db $S/audit.sqlite --out $S/audit.md \
