@@ -12,7 +12,8 @@
 # Then, if the audit is done with time left, the GPU zoo's CUDA files (last run in session 24).
 # Resumable: a database in .kbrun/audit-s27.sqlite is carried on (the wall of each part adds up).
 # Session 26's partial audit (201 of 250 at 90edd44) is in h100-2026-12-06-s26/audit.sqlite.gz.
-# Usage (after `bash scripts/stage_deps.sh` here; carry .kb .deps, and .kbrun if it holds one):
+# Usage (after `bash scripts/stage_deps.sh` here; carry .kb .deps .kbrun; session 27 left 75
+# results: gunzip -c docs/results/h100-2026-12-06-s27/audit.sqlite.gz > .kbrun/audit-s27.sqlite):
 #   setsid nohup docs/results/plan-s27/master.sh 1650 > /tmp/s27.log 2>&1 < /dev/null &
 #   sleep 2; bench/device_collect.sh s27 585          (then again at once after each return)
 set -uo pipefail
