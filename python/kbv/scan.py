@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ FINDINGS = {
     "scan_library_compute": ("info", "calls a library matmul/conv/softmax"),
     "scan_cpp_library_compute": ("warn", "C++ source calls an ATen/torch compute function"),
     "scan_cpp_low_precision": ("info", "C++ source uses half or bfloat16 types"),
-    "scan_error": ("warn", "the file could not be parsed"),
+    "scan_error": ("warn", "the file could not be scanned"),
 }
 FINDINGS.update(scan_cuda.FINDINGS)
 
@@ -144,7 +145,11 @@ class _Scanner(ast.NodeVisitor):
     def __init__(self) -> None:
         self.findings: dict[str, list[str]] = {}
         self.imported: dict[str, str] = {}  # local name -> module it names
-        self.strings: dict[str, list[str]] = {}  # name -> string constants assigned to it
+        # name -> the distinct string constants assigned to it (a set in insertion order: with a
+        # list, each `x = f(x)` doubled x's strings, and KernelBench's 29_SwinMLP, dozens of them,
+        # took the scan 31 s and tens of GB of host memory on the device (session 27); a
+        # candidate could have spent all of it on purpose)
+        self.strings: dict[str, dict[str, None]] = {}
         self.source_args: list[ast.AST] = []
         self.defined: set[str] = set()
         self.triton_kernels: list[str] = []  # functions decorated with triton.jit/autotune
@@ -218,7 +223,8 @@ class _Scanner(ast.NodeVisitor):
 
     def _assigned(self, target: ast.AST, value: ast.AST, line: int) -> None:
         if isinstance(target, ast.Name):
-            self.strings.setdefault(target.id, []).extend(_string_constants(value, self.strings))
+            known = self.strings.setdefault(target.id, {})
+            known.update(dict.fromkeys(_string_constants(value, self.strings)))
             # a name bound to a module found at run time (sys.modules, importlib)
             source = self._resolve(_dotted(value.func if isinstance(value, ast.Call) else value))
             if source.startswith(("sys.modules", "importlib.import_module")):
@@ -290,39 +296,62 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _string_constants(node: ast.AST, names: dict[str, list[str]]) -> list[str]:
-    """String constants a value is built from (literals, names of literals, lists, `+`,
-    f-strings' literal parts, `.format`/`.replace` receivers)."""
-    out: list[str] = []
+def _string_constants(node: ast.AST, names: dict[str, dict[str, None]]) -> list[str]:
+    """The distinct string constants a value is built from (literals, names of literals, lists,
+    `+`, f-strings' literal parts, `.format`/`.replace` receivers), in order of appearance."""
+    out: dict[str, None] = {}
     for child in ast.walk(node):
         if isinstance(child, ast.Constant) and isinstance(child.value, str):
-            out.append(child.value)
+            out[child.value] = None
         elif isinstance(child, ast.Name) and child.id in names:
-            out.extend(names[child.id])
-    return out
+            out.update(names[child.id])
+    return list(out)
+
+
+# The depth of Python recursion the scan may use. What Python compiles is what a candidate can
+# import, and its parser takes expressions nested a few thousand deep (`a+a+...` with 1,500
+# terms compiles); the visitor recurses twice per level, past the default limit of 1,000 from
+# about 500 terms, and a scan that failed on it was left out silently. Python calls between
+# Python functions do not grow the C stack (3.11 on), so the raised limit is safe for the visit.
+_SCAN_RECURSION_LIMIT = 50_000
+
+
+def _unscannable(reason: str) -> dict[str, Any]:
+    return {
+        "findings": {
+            "scan_error": {
+                "severity": "warn",
+                "meaning": FINDINGS["scan_error"][1],
+                "evidence": [reason],
+            }
+        },
+        "cpp_sources": 0,
+        "kernels": [],
+        "kernels_never_launched": [],
+        "triton_kernels": [],
+    }
 
 
 def scan_source(text: str, filename: str = "<candidate>") -> dict[str, Any]:
     """Findings of one candidate source: {finding: {severity, meaning, evidence}}, and the
     C++ sources found."""
     try:
+        # Under the default limit: from 3.11 the parser's C recursion follows it (what compiles
+        # parses under it).
         tree = ast.parse(text, filename)
     except SyntaxError as error:
-        return {
-            "findings": {
-                "scan_error": {
-                    "severity": "warn",
-                    "meaning": FINDINGS["scan_error"][1],
-                    "evidence": [f"line {error.lineno}: {error.msg}"],
-                }
-            },
-            "cpp_sources": 0,
-            "kernels": [],
-            "kernels_never_launched": [],
-            "triton_kernels": [],
-        }
+        return _unscannable(f"line {error.lineno}: {error.msg}")
+    except (RecursionError, MemoryError):
+        return _unscannable("nested too deeply to parse")
     scanner = _Scanner()
-    scanner.visit(tree)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _SCAN_RECURSION_LIMIT))
+    try:
+        scanner.visit(tree)
+    except RecursionError:
+        return _unscannable("nested too deeply to scan")
+    finally:
+        sys.setrecursionlimit(limit)
     sources: list[str] = []
     for node in scanner.source_args:
         sources.extend(_string_constants(node, scanner.strings))

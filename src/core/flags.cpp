@@ -113,7 +113,7 @@ constexpr std::array kFlags = {
              S::Info,
              {},
              "static scan: C++ source uses half or bfloat16 types"},
-    FlagInfo{"scan_error", S::Warn, {}, "the static scan could not parse the file"},
+    FlagInfo{"scan_error", S::Warn, {}, "the static scan could not parse or scan the file"},
     FlagInfo{"timing_escapes_events",
              S::Reject,
              {},

@@ -226,6 +226,10 @@ class Evaluation {
     if (scan.ok()) {
       result.candidate["scan"] = scan.result;
       judge::judge_static_scan(scan.result, findings_);
+    } else {
+      // Recorded, not dropped: a scan that fails without a word is a way past its evidence.
+      findings_.add("scan_error", Severity::Warn,
+                    fmt::format("static scan: it did not complete ({})", scan.message));
     }
     match_parameters(session, loaded.result, workers);
     listing_ = judge::list_run_dir(session.run_dir);

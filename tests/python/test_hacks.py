@@ -9,6 +9,7 @@ The static scanner's unit tests are at the end (no kbv binary needed)."""
 
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
@@ -253,3 +254,32 @@ def test_scan_never_executes_the_file(tmp_path):
     result = scan.scan_file(str(path))
     assert "scan_io" in result["findings"]
     assert not marker.exists()
+
+
+def test_scan_keeps_each_names_strings_distinct_when_a_name_is_built_from_itself():
+    # `x = f(x)` again and again (KernelBench's 29_SwinMLP has dozens) once doubled x's strings
+    # each time: 31 s and tens of GB for the scan of that reference on the device, and a candidate
+    # could ask for more than the host has. The C++ source must still reach the rules.
+    lines = ['S = "__half y;"', "x = S"] + ["x = g(x)"] * 18
+    lines.append("m = load_inline(name='m', cpp_sources='', cuda_sources=x)")
+    source = "\n".join(lines) + "\n"
+    scanner = scan._Scanner()
+    scanner.visit(ast.parse(source))
+    assert list(scanner.strings["x"]) == ["__half y;"]
+    assert "scan_cpp_low_precision" in findings(source)
+
+
+@pytest.mark.parametrize("terms", [600, 1500])
+def test_scan_sees_past_an_expression_nested_as_deep_as_python_compiles(terms):
+    # Past ~500 terms the visitor ran out of Python's default recursion and the scan failed,
+    # and its findings were left out without a word: a way for a candidate to hide them.
+    source = (
+        f"import threading\nthreading.Thread(target=print).start()\nx = {'+'.join(['a'] * terms)}\n"
+    )
+    compile(source, "candidate", "exec")  # a candidate can import it
+    assert findings(source) == {"scan_threads"}
+
+
+def test_scan_says_so_when_a_source_is_too_deep_to_parse():
+    result = scan.scan_source(f"x = {'+'.join(['a'] * 4000)}\n")
+    assert result["findings"]["scan_error"]["evidence"] == ["nested too deeply to parse"]
