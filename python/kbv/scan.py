@@ -350,6 +350,8 @@ def scan_source(text: str, filename: str = "<candidate>") -> dict[str, Any]:
         scanner.visit(tree)
     except RecursionError:
         return _unscannable("nested too deeply to scan")
+    except Exception as error:  # a fault of the scanner's own: said, not a missing scan
+        return _unscannable(f"the scan failed: {type(error).__name__}: {error}")
     finally:
         sys.setrecursionlimit(limit)
     sources: list[str] = []

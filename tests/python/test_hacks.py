@@ -283,3 +283,14 @@ def test_scan_sees_past_an_expression_nested_as_deep_as_python_compiles(terms):
 def test_scan_says_so_when_a_source_is_too_deep_to_parse():
     result = scan.scan_source(f"x = {'+'.join(['a'] * 4000)}\n")
     assert result["findings"]["scan_error"]["evidence"] == ["nested too deeply to parse"]
+
+
+def test_a_scan_that_fails_is_a_scan_error_not_a_missing_scan(monkeypatch):
+    def broken(self, node):
+        raise ValueError("a fault of the scanner")
+
+    monkeypatch.setattr(scan._Scanner, "visit_Call", broken)
+    result = scan.scan_source("import threading\nthreading.Thread(target=print).start()\n")
+    assert result["findings"]["scan_error"]["evidence"] == [
+        "the scan failed: ValueError: a fault of the scanner"
+    ]
