@@ -223,8 +223,7 @@ class _Scanner(ast.NodeVisitor):
 
     def _assigned(self, target: ast.AST, value: ast.AST, line: int) -> None:
         if isinstance(target, ast.Name):
-            known = self.strings.setdefault(target.id, {})
-            known.update(dict.fromkeys(_string_constants(value, self.strings)))
+            self.strings.setdefault(target.id, {}).update(_string_constants(value, self.strings))
             # a name bound to a module found at run time (sys.modules, importlib)
             source = self._resolve(_dotted(value.func if isinstance(value, ast.Call) else value))
             if source.startswith(("sys.modules", "importlib.import_module")):
@@ -296,16 +295,17 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _string_constants(node: ast.AST, names: dict[str, dict[str, None]]) -> list[str]:
+def _string_constants(node: ast.AST, names: dict[str, dict[str, None]]) -> dict[str, None]:
     """The distinct string constants a value is built from (literals, names of literals, lists,
-    `+`, f-strings' literal parts, `.format`/`.replace` receivers), in order of appearance."""
+    `+`, f-strings' literal parts, `.format`/`.replace` receivers), in order of appearance (the
+    keys)."""
     out: dict[str, None] = {}
     for child in ast.walk(node):
         if isinstance(child, ast.Constant) and isinstance(child.value, str):
             out[child.value] = None
         elif isinstance(child, ast.Name) and child.id in names:
             out.update(names[child.id])
-    return list(out)
+    return out
 
 
 # The depth of Python recursion the scan may use. What Python compiles is what a candidate can
