@@ -236,62 +236,115 @@ def _time_cuda(call, device, calls, warmup, steady) -> dict[str, Any]:
 # this much time is spent.
 SECONDARY_MIN_CALLS = 5
 SECONDARY_BUDGET_S = 0.25
+# The hot figure times batches of about this long; a forward this long or longer is a batch of
+# its own.
+HOT_BATCH_MS = 2.0
 
 
 def _spent(started: float) -> bool:
     return time.perf_counter() - started >= SECONDARY_BUDGET_S
 
 
+def _hot_batch(estimate_ms: float) -> int:
+    return int(min(100, max(1, round(HOT_BATCH_MS / max(estimate_ms, 1e-3)))))
+
+
+class _CallTimer:
+    """Device time of one call on the current stream, read after the caller has synchronised:
+    CUDA events on a GPU, the host's clock on the CPU (where the device is the host)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
+
+    def begin(self) -> None:
+        if self.cuda:
+            self.start.record()
+        else:
+            self.started = time.perf_counter()
+
+    def finish(self) -> None:
+        if self.cuda:
+            self.end.record()
+        else:
+            self.ended = time.perf_counter()
+
+    def ms(self) -> float:
+        if self.cuda:
+            self.end.synchronize()
+            return self.start.elapsed_time(self.end)
+        return (self.ended - self.started) * 1e3
+
+
 def secondary_times(call: Callable[[int], Any], device: torch.device, calls: int) -> dict[str, Any]:
     """The figures beside the headline. host_inclusive: the host's wall time of one call plus
     the synchronisation after it (KernelBench's figure includes launch cost this way), warm L2.
     hot: calls launched back to back with no flush and no blocker, events around a batch, the
-    batch's time over its length (steady-state throughput, warm caches)."""
+    batch's time over its length (steady-state throughput, warm caches).
+
+    A forward long enough to be a hot batch of its own (about 1.3 ms or more) is timed, as a
+    hot batch, exactly as every host-inclusive call already runs it: after a synchronisation,
+    caches warm. So from the second host-inclusive call on, such a forward's calls are timed on
+    the device as well and those times are its hot figure: a slow forward runs once for both
+    figures rather than twice (the device is held exclusively meanwhile). The timer adds two
+    event records (microseconds) to a host-inclusive call of milliseconds."""
+    timer = _CallTimer(device)
     with torch.no_grad():
         host: list[float] = []
+        paired: list[float] = []  # device times of host-inclusive calls, once one call is a batch
+        pairing = False
         budget_started = time.perf_counter()
         for k in range(calls):
             synchronize(device)
             started = time.perf_counter()
+            if pairing:
+                timer.begin()
             out = call(k)
+            if pairing:
+                timer.finish()
             synchronize(device)
             host.append((time.perf_counter() - started) * 1e3)
+            if pairing:
+                paired.append(timer.ms())
             del out
+            # Decided on the first call, which follows the headline's rounds (caches and clocks
+            # are warm); a first call that misled is caught by the median's estimate below.
+            pairing = pairing or (k == 0 and _hot_batch(host[0]) == 1)
             # These figures stand beside the headline and are not judged: a slow forward (an
             # LSTM at 50 ms a call) gets fewer samples rather than seconds of a device that
             # every other evaluation waits for (it is timed under the exclusive gate).
-            if len(host) >= SECONDARY_MIN_CALLS and _spent(budget_started):
+            enough = len(paired) if pairing else len(host)
+            if enough >= SECONDARY_MIN_CALLS and _spent(budget_started):
                 break
         estimate = max(statistics.median(host), 1e-3) if host else 1.0
-        batch = int(min(100, max(1, round(2.0 / estimate))))  # about 2 ms a batch
+        batch = _hot_batch(estimate)
+        if batch == 1 and paired:
+            return {
+                "host_inclusive_ms": host,
+                "host_inclusive_method": "host_wall_call_plus_synchronize",
+                "hot_ms": paired,
+                "hot_method": "cuda_events_per_host_inclusive_call_warm_l2"
+                if timer.cuda
+                else "cpu_per_host_inclusive_call",
+                "hot_batch": 1,
+            }
         hot: list[float] = []
         budget_started = time.perf_counter()
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            for k in range(calls):
-                if len(hot) >= SECONDARY_MIN_CALLS and _spent(budget_started):
-                    break
-                synchronize(device)
-                start.record()
-                for b in range(batch):
-                    call(k * batch + b)
-                end.record()
-                end.synchronize()
-                hot.append(start.elapsed_time(end) / batch)
-            hot_method = "cuda_events_back_to_back_warm_l2"
-        else:
-            for k in range(calls):
-                if len(hot) >= SECONDARY_MIN_CALLS and _spent(budget_started):
-                    break
-                started = time.perf_counter()
-                for b in range(batch):
-                    call(k * batch + b)
-                hot.append((time.perf_counter() - started) * 1e3 / batch)
-            hot_method = "cpu_back_to_back"
+        for k in range(calls):
+            if len(hot) >= SECONDARY_MIN_CALLS and _spent(budget_started):
+                break
+            synchronize(device)
+            timer.begin()
+            for b in range(batch):
+                call(k * batch + b)
+            timer.finish()
+            hot.append(timer.ms() / batch)
         return {
             "host_inclusive_ms": host,
             "host_inclusive_method": "host_wall_call_plus_synchronize",
             "hot_ms": hot,
-            "hot_method": hot_method,
+            "hot_method": "cuda_events_back_to_back_warm_l2" if timer.cuda else "cpu_back_to_back",
             "hot_batch": batch,
         }

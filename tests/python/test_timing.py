@@ -94,7 +94,9 @@ def test_cpu_secondary_figures():
 
 def test_secondary_figures_of_a_slow_forward_stop_at_their_budget():
     """A forward of 60 ms gets the minimum of calls per figure, not the 20 asked (the figures
-    are not judged and the device is held exclusively meanwhile); a fast one gets all."""
+    are not judged and the device is held exclusively meanwhile), and runs once for both: it is
+    a hot batch of its own, so the host-inclusive calls after the first give the hot figure. A
+    fast one gets all 20 of each, the hot ones in batches of their own."""
     import time as clock
 
     slow_calls = []
@@ -104,12 +106,38 @@ def test_secondary_figures_of_a_slow_forward_stop_at_their_budget():
         clock.sleep(0.06)
 
     result = timing.secondary_times(slow, CPU, 20)
-    assert len(result["host_inclusive_ms"]) == timing.SECONDARY_MIN_CALLS
+    assert len(result["host_inclusive_ms"]) == timing.SECONDARY_MIN_CALLS + 1
     assert len(result["hot_ms"]) == timing.SECONDARY_MIN_CALLS
     assert result["hot_batch"] == 1  # about 2 ms a batch: one call already exceeds it
-    assert len(slow_calls) == 2 * timing.SECONDARY_MIN_CALLS
+    assert result["hot_method"] == "cpu_per_host_inclusive_call"
+    assert len(slow_calls) == timing.SECONDARY_MIN_CALLS + 1  # was twice the minimum
+    # Each hot time is the call inside its host-inclusive bracket: no longer, and the sleep.
+    for hot, host in zip(result["hot_ms"], result["host_inclusive_ms"][1:], strict=True):
+        assert 60 <= hot <= host
     fast = timing.secondary_times(lambda i: None, CPU, 20)
     assert len(fast["host_inclusive_ms"]) == 20 and len(fast["hot_ms"]) == 20
+    assert fast["hot_method"] == "cpu_back_to_back" and fast["hot_batch"] > 1
+
+
+def test_a_slow_first_secondary_call_does_not_make_a_fast_forward_a_batch_of_one():
+    """The pairing is decided on the first call; a first call that was slow (a cache filled, a
+    lazy initialisation) while the forward is fast leaves the median's batch over one, and the
+    hot figure is timed in its own batches as before."""
+    import time as clock
+
+    calls = []
+
+    def first_slow(i):
+        calls.append(i)
+        if len(calls) == 1:
+            clock.sleep(0.01)
+
+    result = timing.secondary_times(first_slow, CPU, 10)
+    assert len(result["host_inclusive_ms"]) == 10
+    assert result["host_inclusive_ms"][0] >= 10
+    assert result["hot_batch"] > 1 and result["hot_method"] == "cpu_back_to_back"
+    assert len(result["hot_ms"]) == 10
+    assert len(calls) == 10 + 10 * result["hot_batch"]
 
 
 # -- the CUDA sample loop, against a fake kbv_native (no GPU needed) --------------------------
@@ -252,3 +280,27 @@ def test_eval_with_a_profile_times_adaptively_and_reports_every_figure(tmp_path,
     # An unknown profile is a usage error, not a verdict.
     bad = subprocess.run(command[:-2] + ["--profile", "sloppy"], capture_output=True, text=True)
     assert bad.returncode != 0 and "sloppy" in bad.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_cuda_secondary_figures_pair_a_slow_forward_and_batch_a_fast_one():
+    """The GPU twin of the pairing: a forward of a few ms (a spinning kernel) gets its hot
+    figure from events around its host-inclusive calls, each within its host bracket; a tiny
+    forward's hot figure is timed back to back in batches."""
+    gpu = torch.device("cuda")
+    x = torch.ones(1024, device=gpu)
+    torch.cuda._sleep(1000)  # loads the kernel
+    cycles = int(torch.cuda.get_device_properties(gpu).clock_rate * 3)  # kHz: about 3 ms
+
+    def slow(i):
+        torch.cuda._sleep(cycles)
+        return x + 1
+
+    paired = timing.secondary_times(slow, gpu, 8)
+    assert paired["hot_method"] == "cuda_events_per_host_inclusive_call_warm_l2"
+    assert paired["hot_batch"] == 1
+    for hot, host in zip(paired["hot_ms"], paired["host_inclusive_ms"][1:], strict=True):
+        assert 1.0 < hot <= host * 1.01
+    fast = timing.secondary_times(lambda i: x + 1, gpu, 8)
+    assert fast["hot_method"] == "cuda_events_back_to_back_warm_l2" and fast["hot_batch"] > 1
+    assert len(fast["hot_ms"]) == 8
