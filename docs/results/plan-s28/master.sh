@@ -15,6 +15,8 @@ cd "$(dirname "$0")/../../.."
 S=/tmp/s28 TOTAL=${1:-1100}
 source bench/device_plan.sh
 
+timeout $(limit 120) python3 -m pytest -q tests/python/test_timing.py > $S/gpu_tests.txt 2>&1
+say "tests/python/test_timing.py (its GPU twin included) rc=$?: $(tail -1 $S/gpu_tests.txt)"
 if grep -q "kbv serve: built" $S/build.txt; then
   t=$(date +%s)
   timeout $(limit 450) python3 bench/serve_grpo.py --device cuda --samples 64 \
