@@ -8,7 +8,7 @@
 #     host-inclusive calls: the secondary figures were 28% of session 27's timing runs).
 # Usage (after `bash scripts/stage_deps.sh` here; carry .kb .deps .kbrun; session 27's results:
 # gunzip -c docs/results/h100-2026-12-06-s27/audit.sqlite.gz > .kbrun/audit-s27.sqlite):
-#   setsid nohup docs/results/plan-s28/master.sh TOTAL > /tmp/s28.log 2>&1 < /dev/null &
+#   [GRPO=0] setsid nohup docs/results/plan-s28/master.sh TOTAL > /tmp/s28.log 2>&1 < /dev/null &
 #   sleep 2; bench/device_collect.sh s28 570          (then again at once after each return)
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -17,7 +17,9 @@ source bench/device_plan.sh
 
 timeout $(limit 120) python3 -m pytest -q tests/python/test_timing.py > $S/gpu_tests.txt 2>&1
 say "tests/python/test_timing.py (its GPU twin included) rc=$?: $(tail -1 $S/gpu_tests.txt)"
-if grep -q "kbv serve: built" $S/build.txt; then
+if [ "${GRPO:-1}" = 0 ]; then
+  say "GRPO not asked for (GRPO=0)"
+elif grep -q "kbv serve: built" $S/build.txt; then
   t=$(date +%s)
   timeout $(limit 450) python3 bench/serve_grpo.py --device cuda --samples 64 \
     --workers-per-device 4 --prebuilt --cache-dir $KBV_CACHE_DIR --out $S/grpo.json \
