@@ -321,30 +321,29 @@ def secondary_times(call: Callable[[int], Any], device: torch.device, calls: int
         estimate = max(statistics.median(host), 1e-3) if host else 1.0
         batch = _hot_batch(estimate)
         if batch == 1 and paired:
-            return {
-                "host_inclusive_ms": host,
-                "host_inclusive_method": "host_wall_call_plus_synchronize",
-                "hot_ms": paired,
-                "hot_method": "cuda_events_per_host_inclusive_call_warm_l2"
+            hot = paired
+            hot_method = (
+                "cuda_events_per_host_inclusive_call_warm_l2"
                 if timer.cuda
-                else "cpu_per_host_inclusive_call",
-                "hot_batch": 1,
-            }
-        hot: list[float] = []
-        budget_started = time.perf_counter()
-        for k in range(calls):
-            if len(hot) >= SECONDARY_MIN_CALLS and _spent(budget_started):
-                break
-            synchronize(device)
-            timer.begin()
-            for b in range(batch):
-                call(k * batch + b)
-            timer.finish()
-            hot.append(timer.ms() / batch)
+                else "cpu_per_host_inclusive_call"
+            )
+        else:
+            hot = []
+            hot_method = "cuda_events_back_to_back_warm_l2" if timer.cuda else "cpu_back_to_back"
+            budget_started = time.perf_counter()
+            for k in range(calls):
+                if len(hot) >= SECONDARY_MIN_CALLS and _spent(budget_started):
+                    break
+                synchronize(device)
+                timer.begin()
+                for b in range(batch):
+                    call(k * batch + b)
+                timer.finish()
+                hot.append(timer.ms() / batch)
         return {
             "host_inclusive_ms": host,
             "host_inclusive_method": "host_wall_call_plus_synchronize",
             "hot_ms": hot,
-            "hot_method": "cuda_events_back_to_back_warm_l2" if timer.cuda else "cpu_back_to_back",
+            "hot_method": hot_method,
             "hot_batch": batch,
         }
