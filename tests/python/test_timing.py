@@ -86,10 +86,18 @@ def test_cpu_time_calls_reports_throttle_not_applicable_and_warmup():
 def test_cpu_secondary_figures():
     x = torch.randn(256, 256)
     result = timing.secondary_times(lambda i: x @ x, CPU, 4)
-    assert len(result["host_inclusive_ms"]) == 4 and len(result["hot_ms"]) == 4
+    assert len(result["hot_ms"]) == 4
     assert all(v > 0 for v in result["host_inclusive_ms"] + result["hot_ms"])
-    assert result["hot_method"] == "cpu_back_to_back"
     assert 1 <= result["hot_batch"] <= 100
+    # The matmul takes well under a millisecond on an idle machine and tens of ms on a loaded
+    # CI runner: batched, or a batch of its own paired with the host-inclusive calls after the
+    # first (one host-inclusive call more, so that each figure has the 4 asked for).
+    if result["hot_batch"] > 1:
+        assert result["hot_method"] == "cpu_back_to_back"
+        assert len(result["host_inclusive_ms"]) == 4
+    else:
+        assert result["hot_method"] == "cpu_per_host_inclusive_call"
+        assert len(result["host_inclusive_ms"]) == 5
 
 
 def test_secondary_figures_of_a_slow_forward_stop_at_their_budget():
@@ -133,11 +141,12 @@ def test_a_slow_first_secondary_call_does_not_make_a_fast_forward_a_batch_of_one
             clock.sleep(0.01)
 
     result = timing.secondary_times(first_slow, CPU, 10)
-    assert len(result["host_inclusive_ms"]) == 10
+    # Paired after the first call, so one host-inclusive call more than the 10 asked for.
+    assert len(result["host_inclusive_ms"]) == 11
     assert result["host_inclusive_ms"][0] >= 10
     assert result["hot_batch"] > 1 and result["hot_method"] == "cpu_back_to_back"
     assert len(result["hot_ms"]) == 10
-    assert len(calls) == 10 + 10 * result["hot_batch"]
+    assert len(calls) == 11 + 10 * result["hot_batch"]
 
 
 # -- the CUDA sample loop, against a fake kbv_native (no GPU needed) --------------------------
