@@ -1668,11 +1668,15 @@ class ReferenceRole:
         return self._initial_sums
 
     def _checksum(self, t: torch.Tensor) -> int:
+        return self._checksum_all([t])[0]
+
+    def _checksum_all(self, tensors: list[torch.Tensor]) -> list[int]:
+        """The checksums of tensors of this device, one wait for them all: a model's state is
+        hundreds of tensors, and each wait on a GPU other processes share costs a time slice."""
         import kbv_native
 
-        return kbv_native.checksum(
-            t.data_ptr(),
-            shared.nbytes(t),
+        return kbv_native.checksums(
+            [(t.data_ptr(), shared.nbytes(t)) for t in tensors],
             shared.device_index(self.device),
             self.checksum_key,
             _stream(self.device),
@@ -1681,10 +1685,13 @@ class ReferenceRole:
     def _state_checksums(self, state: dict[str, torch.Tensor]) -> dict[str, int]:
         """Keyed checksums of a state by name, each tensor's values in order (a non-contiguous
         parameter of the model read like its contiguous copy in a block)."""
-        return {k: self._checksum(v.contiguous()) for k, v in state.items()}
+        contiguous = [v.contiguous() for v in state.values()]  # alive until the sums are in
+        return dict(zip(state, self._checksum_all(contiguous), strict=True))
 
     def _checksums(self, block: shared.Block) -> dict[Any, int]:
-        return {key: self._checksum(t) for key, t in block.tensors()}
+        pairs = block.tensors()
+        sums = self._checksum_all([t for _, t in pairs])
+        return {key: value for (key, _), value in zip(pairs, sums, strict=True)}
 
     def _changed_inputs(self, block: shared.Block, expected: dict[Any, int]) -> list[Any]:
         now = self._checksums(block)

@@ -115,17 +115,11 @@ ProblemSizes loaded_sizes(const json& loaded) {
 
 bool loaded_on_host(const json& loaded) { return loaded.value("placed", "device") == "host"; }
 
-namespace {
-
-// The device's size as the load told it; 0 on the host or for a session not loaded (every
-// rule below then says the problem shares nothing).
 double loaded_device_bytes(const json& loaded) {
   if (!loaded.is_object()) return 0;
   const json memory = loaded.value("memory", json::object());
   return memory.value("kind", "") == "device" ? memory.value("total_bytes", 0.0) : 0.0;
 }
-
-}  // namespace
 
 bool loaded_needs_device_alone(const json& loaded, int evaluations_per_device) {
   return needs_device_alone(loaded_sizes(loaded), loaded_device_bytes(loaded),

@@ -52,6 +52,9 @@ nlohmann::json default_redraw(const nlohmann::json& loaded, const Protocol& prot
 
 // The sizes `load_problem` answered (`sizes`: inputs, state, and the meta forward's figures).
 ProblemSizes loaded_sizes(const nlohmann::json& loaded);
+// The device's size as the load told it; 0 on the host or for a session not loaded (every rule
+// below then says the problem shares nothing).
+double loaded_device_bytes(const nlohmann::json& loaded);
 // Whether the loaded problem's model waits in host memory (loaded with `on_host`, not placed).
 bool loaded_on_host(const nlohmann::json& loaded);
 // Whether the loaded problem (its load_problem answer) is too large to share its device with

@@ -36,9 +36,19 @@ std::uint64_t ChecksumHost(const void* p, std::size_t nbytes, std::uint64_t key)
 
 std::uint64_t Checksum(const void* p, std::size_t nbytes, int device, std::uint64_t key,
                        cudaStream_t stream) {
-  if (device < 0) return ChecksumHost(p, nbytes, key);
+  return Checksums({{p, nbytes}}, device, key, stream).front();
+}
+
+std::vector<std::uint64_t> Checksums(const std::vector<ChecksumBuffer>& buffers, int device,
+                                     std::uint64_t key, cudaStream_t stream) {
+  if (device < 0) {
+    std::vector<std::uint64_t> out;
+    out.reserve(buffers.size());
+    for (const auto& b : buffers) out.push_back(ChecksumHost(b.p, b.nbytes, key));
+    return out;
+  }
 #if KBV_NATIVE_CUDA
-  return ChecksumDevice(p, nbytes, device, key, stream);
+  return ChecksumsDevice(buffers, device, key, stream);
 #else
   (void)stream;
   throw std::runtime_error("kbv_native was built without CUDA");

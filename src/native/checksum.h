@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "tensor/dtype.hpp"  // KBV_HD
 
@@ -69,9 +70,21 @@ KBV_HD inline std::uint64_t FinishChecksum(std::uint64_t sum, std::size_t nbytes
 // The checksum of host memory.
 std::uint64_t ChecksumHost(const void* p, std::size_t nbytes, std::uint64_t key);
 
+struct ChecksumBuffer {
+  const void* p;
+  std::size_t nbytes;
+};
+
 // Of memory on CUDA device `device` (>= 0; the kernel runs on `stream` and is waited for), or of
 // host memory (device -1). Throws std::runtime_error for a device in a build without CUDA.
 std::uint64_t Checksum(const void* p, std::size_t nbytes, int device, std::uint64_t key,
                        cudaStream_t stream);
+
+// The checksums of several buffers of one device, each as Checksum gives it. On a GPU their
+// kernels are all launched before one wait: a model's state is hundreds of tensors, and on a
+// device other processes share each wait costs a time slice (DenseNet201's 619 tensors took
+// 4-6 s a case in session 27's H100 audit).
+std::vector<std::uint64_t> Checksums(const std::vector<ChecksumBuffer>& buffers, int device,
+                                     std::uint64_t key, cudaStream_t stream);
 
 }  // namespace kbv::native

@@ -229,24 +229,35 @@ double FiniteRmsDevice(const void* t, DType dtype, std::int64_t numel, double th
   return check::rms_of(total);
 }
 
-std::uint64_t ChecksumDevice(const void* p, std::size_t nbytes, int device, std::uint64_t key,
-                             cudaStream_t stream) {
+std::vector<std::uint64_t> ChecksumsDevice(const std::vector<ChecksumBuffer>& buffers, int device,
+                                           std::uint64_t key, cudaStream_t stream) {
   DeviceGuard guard(device);
   const ChecksumKeys keys = DeriveChecksumKeys(key);
-  unsigned long long sum = 0;
-  if (nbytes > 0) {
-    CheckOperand(p, 1, "the buffer");
-    DeviceBuffer<unsigned long long> device_sum(1, stream);
-    KBV_CUDA_CHECK(cudaMemsetAsync(device_sum.get(), 0, sizeof(unsigned long long), stream));
-    const int blocks = GridFor(static_cast<std::int64_t>(nbytes / 8 + 1));
-    ChecksumKernel<<<blocks, kThreads, 0, stream>>>(static_cast<const unsigned char*>(p), nbytes,
-                                                    keys, device_sum.get());
-    KBV_CUDA_CHECK(cudaGetLastError());
+  std::vector<unsigned long long> sums(buffers.size(), 0);
+  if (!buffers.empty()) {
+    DeviceBuffer<unsigned long long> device_sums(buffers.size(), stream);
     KBV_CUDA_CHECK(
-        cudaMemcpyAsync(&sum, device_sum.get(), sizeof sum, cudaMemcpyDeviceToHost, stream));
+        cudaMemsetAsync(device_sums.get(), 0, sums.size() * sizeof(unsigned long long), stream));
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      const auto& [p, nbytes] = buffers[i];
+      if (nbytes == 0) continue;
+      CheckOperand(p, 1, "the buffer");
+      const int blocks = GridFor(static_cast<std::int64_t>(nbytes / 8 + 1));
+      ChecksumKernel<<<blocks, kThreads, 0, stream>>>(static_cast<const unsigned char*>(p), nbytes,
+                                                      keys, device_sums.get() + i);
+      KBV_CUDA_CHECK(cudaGetLastError());
+    }
+    KBV_CUDA_CHECK(cudaMemcpyAsync(sums.data(), device_sums.get(),
+                                   sums.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                   stream));
     KBV_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
-  return FinishChecksum(sum, nbytes, keys);
+  std::vector<std::uint64_t> out;
+  out.reserve(buffers.size());
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    out.push_back(FinishChecksum(sums[i], buffers[i].nbytes, keys));
+  }
+  return out;
 }
 
 DeviceGuard::DeviceGuard(int device) {

@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "check/measure.hpp"
+#include "native/checksum.h"
 #include "tensor/dtype.hpp"
 
 namespace kbv::native {
@@ -30,9 +32,10 @@ check::Measurement MeasureDevice(const void* x, tensor::DType x_dtype, const voi
 double FiniteRmsDevice(const void* t, tensor::DType dtype, std::int64_t numel, double threshold,
                        cudaStream_t stream);
 
-// Checksum (native/checksum.h) of `nbytes` at `p` on CUDA device `device`.
-std::uint64_t ChecksumDevice(const void* p, std::size_t nbytes, int device, std::uint64_t key,
-                             cudaStream_t stream);
+// Checksums (native/checksum.h) of buffers on CUDA device `device`: a kernel each, then one wait
+// for them all.
+std::vector<std::uint64_t> ChecksumsDevice(const std::vector<ChecksumBuffer>& buffers, int device,
+                                           std::uint64_t key, cudaStream_t stream);
 
 // Makes `device` current (and its primary context, so driver calls work) for the scope, and
 // restores the previous device after.

@@ -352,6 +352,19 @@ std::uint64_t ChecksumBinding(std::uintptr_t ptr, std::size_t nbytes, int device
                   reinterpret_cast<cudaStream_t>(stream));
 }
 
+std::vector<std::uint64_t> ChecksumsBinding(
+    const std::vector<std::pair<std::uintptr_t, std::size_t>>& buffers, int device,
+    std::uint64_t key, std::uintptr_t stream) {
+  std::vector<ChecksumBuffer> list;
+  list.reserve(buffers.size());
+  for (const auto& [ptr, nbytes] : buffers) {
+    if (nbytes > 0 && ptr == 0) throw nb::value_error("a null pointer");
+    list.push_back({reinterpret_cast<const void*>(ptr), nbytes});
+  }
+  nb::gil_scoped_release no_gil;
+  return Checksums(list, device, key, reinterpret_cast<cudaStream_t>(stream));
+}
+
 // ---- shared arenas ----------------------------------------------------------------------------
 
 nb::dlpack::dtype DlpackDtype(tensor::DType d) {
@@ -706,6 +719,9 @@ NB_MODULE(kbv_native, m) {
         "RMS of the values of t = (ptr, dtype, numel, device) whose magnitude stays below "
         "threshold (a float or 'inf').");
 
+  m.def("checksums", &ChecksumsBinding, "buffers"_a, "device"_a, "key"_a, "stream"_a = 0,
+        "The checksums of (ptr, nbytes) buffers of one device, each as checksum() gives it; on a "
+        "GPU one wait for them all.");
   m.def("checksum", &ChecksumBinding, "ptr"_a, "nbytes"_a, "device"_a, "key"_a, "stream"_a = 0,
         "Keyed 64-bit checksum of nbytes at ptr (device -1: host memory): any change of any byte "
         "changes it, and without the key no change can be made that keeps it.");

@@ -329,6 +329,7 @@ class DeviceThread {
       if (!worker) worker = try_start_candidate_worker(i);
     }
     if (!eval::await_needs_whole_device(*ahead->second)) return false;
+    remember_device_alone(i, ahead->second->loaded);
     std::lock_guard guard(run_.lock);
     if (!could_be_postponed(i)) return false;  // asked again: the others may have gone meanwhile
     run_.summary.postponed += run_.picker.postpone(i);
@@ -337,6 +338,17 @@ class DeviceThread {
                     "tasks that share the device",
                     task(i).candidate.run, task(i).candidate.path.filename().string(), device_));
     return true;
+  }
+
+  // Tells the run's database that task `i`'s problem needs the device's memory to itself, for a
+  // rerun over it to order the problem last from its start (postpone_remembered).
+  void remember_device_alone(size_t i, const json& loaded) {
+    try {
+      run_.db.remember_device_alone(run_.work.problem_sha256[i], eval::loaded_device_bytes(loaded),
+                                    eval::loaded_working_bytes_before_drawing(loaded));
+    } catch (const std::exception&) {
+      // Only a hint (the database's disk is full, say): a rerun loads the problem to learn it.
+    }
   }
 
   // Whether task `i` could still be postponed: not yet, and another open task would go first.
@@ -441,6 +453,41 @@ class DeviceThread {
   bool waits_for_retries_ = false;  // take() found a retry to wait for
 };
 
+// Tasks whose problem an earlier run over this database found needing a device's memory to
+// itself (DeviceThread::remember_device_alone) go after the others from the start, as they would
+// once each problem's load had said so: a resumed run no longer loads each of them first, one
+// after another, to put it back (session 28's H100 audit, resumed with 21 such problems open:
+// its first 100 s). Only an order: on a larger device, such a task, when its turn comes, shares
+// the device as any other. Where no device has two evaluations at once nothing is postponed.
+void postpone_remembered(SharedRun& run) {
+  std::map<std::string, int> per_device;
+  for (const auto& device : run.threads_on) ++per_device[device];
+  if (std::none_of(per_device.begin(), per_device.end(),
+                   [](const auto& d) { return d.second > 1; })) {
+    return;
+  }
+  std::map<std::string, double> remembered;
+  try {
+    remembered = run.db.problems_needing_device_alone();
+  } catch (const std::exception&) {
+    return;  // a hint only
+  }
+  int tasks = 0;
+  std::set<fs::path> problems;
+  for (size_t i = 0; i < run.work.tasks.size(); ++i) {
+    if (!remembered.count(run.work.problem_sha256[i]) || run.picker.postponed(i)) continue;
+    tasks += run.picker.postpone(i);
+    problems.insert(run.work.tasks[i]->problem.path);
+  }
+  if (tasks == 0) return;
+  run.summary.postponed += tasks;
+  run.log(
+      fmt::format("{} task{} of {} problem{} put after the others from the start: an earlier "
+                  "run over {} found them needing a device's memory to itself",
+                  tasks, tasks == 1 ? "" : "s", problems.size(), problems.size() == 1 ? "" : "s",
+                  run.request.database.string()));
+}
+
 }  // namespace
 
 SuiteSummary run_suite(const SuiteRequest& request) {
@@ -537,6 +584,7 @@ SuiteSummary run_suite(const SuiteRequest& request) {
             : default_workers_per_device(device, cuda_devices, std::thread::hardware_concurrency());
     for (int k = 0; k < per; ++k) run.threads_on.push_back(device);
   }
+  postpone_remembered(run);
   std::vector<std::thread> threads;
   for (const auto& device : run.threads_on) threads.emplace_back(DeviceThread(run, device));
   for (auto& t : threads) t.join();

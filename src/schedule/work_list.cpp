@@ -38,6 +38,7 @@ WorkList work_left(const std::vector<Task>& found, const store::Store& db,
     work.tasks.push_back(task);
     work.keys.push_back(key);
     work.candidate_sha256.push_back(candidate_sha);
+    work.problem_sha256.push_back(p);
     work.caches.push_back(orchestrate::extension_cache_dir(
         request.settings.placement.cache_dir, candidate_sha, request.settings.settings.device));
   }

@@ -22,6 +22,7 @@ struct WorkList {
   std::vector<std::string> keys;
   std::vector<std::filesystem::path> caches;
   std::vector<std::string> candidate_sha256;
+  std::vector<std::string> problem_sha256;
 };
 
 // Counts what is stored already (and what is evaluated again) in `summary`.

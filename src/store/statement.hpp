@@ -48,6 +48,7 @@ class Statement {
     auto* p = sqlite3_column_text(stmt_, column);
     return p ? reinterpret_cast<const char*>(p) : "";
   }
+  double real(int column) const { return sqlite3_column_double(stmt_, column); }
   nlohmann::json integer_or_null(int column) const {
     return sqlite3_column_type(stmt_, column) == SQLITE_NULL
                ? nlohmann::json(nullptr)

@@ -34,6 +34,13 @@ CREATE TABLE IF NOT EXISTS results (
   finished_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS results_by_run ON results (run, level, problem_id, sample);
+CREATE TABLE IF NOT EXISTS device_alone (
+  problem_sha256 TEXT NOT NULL,
+  device_bytes REAL NOT NULL,
+  working_bytes REAL NOT NULL,
+  recorded_at TEXT NOT NULL,
+  PRIMARY KEY (problem_sha256, device_bytes)
+);
 )sql";
 
 std::string now_utc() {
@@ -180,6 +187,28 @@ int Store::count() const {
   Statement q(db_, "SELECT COUNT(*) FROM results");
   q.step();
   return std::stoi(q.text(0));
+}
+
+void Store::remember_device_alone(const std::string& problem_sha256, double device_bytes,
+                                  double working_bytes) {
+  std::lock_guard lock(mutex_);
+  Statement q(db_,
+              "INSERT OR REPLACE INTO device_alone (problem_sha256, device_bytes, working_bytes, "
+              "recorded_at) VALUES (?,?,?,?)");
+  q.bind(1, problem_sha256);
+  q.bind_number(2, device_bytes);
+  q.bind_number(3, working_bytes);
+  q.bind(4, now_utc());
+  q.step();
+}
+
+std::map<std::string, double> Store::problems_needing_device_alone() const {
+  std::lock_guard lock(mutex_);
+  Statement q(db_,
+              "SELECT problem_sha256, MAX(device_bytes) FROM device_alone GROUP BY problem_sha256");
+  std::map<std::string, double> out;
+  while (q.step()) out[q.text(0)] = q.real(1);
+  return out;
 }
 
 std::string run_key(const std::string& problem_sha256, const std::string& candidate_sha256,

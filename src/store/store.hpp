@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,6 +16,8 @@
 namespace kbv::store {
 
 // The layout of the database (its `results` and `meta` tables), kept in meta's schema_version.
+// The `device_alone` table (Store::remember_device_alone) came later without a new version: a
+// kbv that does not know it ignores it, and what it holds is a hint, never a result.
 inline constexpr int kSchemaVersion = 1;
 
 // Where a row came from: what the suite layout said about the candidate.
@@ -45,6 +48,17 @@ class Store {
   // Every stored result (the full JSON of `kbv eval`), with its row info under "_row".
   std::vector<nlohmann::json> results() const;
   int count() const;
+
+  // Problems a run found needing a device's memory to itself before their first draw (kbv run
+  // evaluates their tasks after the others, TaskPicker::postpone). Remembered so that a rerun
+  // over the same database orders them last from its start instead of loading each again to
+  // learn it (an H100 audit resumed with 21 such problems open spent its first 100 s so,
+  // session 28). `device_bytes`: the device's size then; `working_bytes`: what one evaluation
+  // was to hold before its first draw. Once per (problem, device size).
+  void remember_device_alone(const std::string& problem_sha256, double device_bytes,
+                             double working_bytes);
+  // Every problem (by its content hash) remembered so, with the largest device it needed alone.
+  std::map<std::string, double> problems_needing_device_alone() const;
 
  private:
   void exec(const char* sql) const;

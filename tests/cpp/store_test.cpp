@@ -30,4 +30,24 @@ TEST(Store, InvalidUtf8InAResultIsReplacedNotThrown) {
   std::filesystem::remove(path);
 }
 
+TEST(Store, ProblemsNeedingADeviceAloneAreRememberedAcrossOpenings) {
+  const auto path = std::filesystem::path(testing::TempDir()) / "store_alone_test.sqlite";
+  std::filesystem::remove(path);
+  {
+    kbv::store::Store db(path);
+    EXPECT_TRUE(db.problems_needing_device_alone().empty());
+    db.remember_device_alone("aaa", 80e9, 58e9);
+    db.remember_device_alone("aaa", 80e9, 59e9);  // the same device again: one row, the latest
+    db.remember_device_alone("aaa", 141e9, 71e9);
+    db.remember_device_alone("bbb", 80e9, 45e9);
+    EXPECT_EQ(db.count(), 0);  // a hint, not a result
+  }
+  kbv::store::Store db(path);  // a rerun over the same database
+  const auto remembered = db.problems_needing_device_alone();
+  ASSERT_EQ(remembered.size(), 2u);
+  EXPECT_DOUBLE_EQ(remembered.at("aaa"), 141e9);  // the largest device it needed alone
+  EXPECT_DOUBLE_EQ(remembered.at("bbb"), 80e9);
+  std::filesystem::remove(path);
+}
+
 }  // namespace

@@ -126,3 +126,60 @@ def test_with_evaluations_side_by_side_a_task_is_placed_after_its_problems_load(
     for wait in awaited:
         commands = by_pid[wait["pid"]]
         assert commands.count("load_problem") == 1 and "judge" in commands, (wait, commands)
+
+
+@pytest.mark.e2e
+def test_a_problem_an_earlier_run_found_needing_the_device_alone_goes_last_from_the_start(
+    tmp_path, cache_dir
+):
+    """A rerun over a database that remembers a problem needing a device's memory to itself
+    (recorded by a GPU run when the problem's load said so) puts its task after the others from
+    the start, without loading the problem first to learn it (session 28's resumed H100 audit:
+    its first 100 s went to loading 21 such problems one after another only to put them back).
+    On the host nothing records it, so the row is written here as a GPU run would write it. The
+    problem first in the suite's order, taken first by a thread otherwise, is then taken only
+    once every other task is taken or reserved (its load after theirs, the last one's aside)."""
+    import hashlib
+    import sqlite3
+
+    suite = tmp_path / "suite" / "level1"
+    suite.mkdir(parents=True)
+    names = ("3_ReLU", "4_Softmax", "5_LayerNorm", "6_Sum_reduction_over_a_dimension",
+             "8_Argmax_over_a_dimension", "10_MSELoss")  # fmt: skip
+    for name in names:
+        shutil.copy(PROBLEMS / "level1" / f"{name}.py", suite)
+    first = min(suite.iterdir())  # the suite's order is its paths'
+
+    database = tmp_path / "audit.sqlite"
+    with sqlite3.connect(database) as db:
+        db.execute(
+            "CREATE TABLE device_alone (problem_sha256 TEXT NOT NULL, device_bytes REAL NOT "
+            "NULL, working_bytes REAL NOT NULL, recorded_at TEXT NOT NULL, PRIMARY KEY "
+            "(problem_sha256, device_bytes))"
+        )
+        db.execute(
+            "INSERT INTO device_alone VALUES (?, 85e9, 60e9, '2026-12-06T00:00:00Z')",
+            (hashlib.sha256(first.read_bytes()).hexdigest(),),
+        )
+    trace = tmp_path / "calls.jsonl"
+    done = subprocess.run(
+        [kbv_binary(), "audit", "--problems", str(suite.parent), "--db", str(database),
+         "--out", str(tmp_path / "audit.md"), "--cache-dir", str(cache_dir), "--device", "cpu",
+         "--draws", "1", "--samples", "3", "--rounds", "1", "--workers-per-device", "2"],
+        capture_output=True, text=True, timeout=900,
+        env={**os.environ, "KBV_TRACE_CALLS": str(trace)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    assert "1 task of 1 problem put after the others from the start" in said, said
+    assert f"{len(names)} problems: {len(names)} pass" in (tmp_path / "audit.md").read_text()
+    loads = sorted(
+        (c["t"], c["file"])
+        for c in map(json.loads, trace.read_text().splitlines())
+        if c["cmd"] == "load_problem"
+    )
+    first_load = {}
+    for t, name in loads:
+        first_load.setdefault(name, t)
+    order = sorted(first_load, key=first_load.get)
+    assert order.index(first.name) >= len(names) - 2, order

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from kbv import families, params
 
 
-def gen(seed: int = 1) -> torch.Generator:
-    g = torch.Generator()
+def gen(device: str = "cpu", seed: int = 1) -> torch.Generator:
+    g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g
 
@@ -45,7 +46,7 @@ def test_integer_and_scalar_inputs_are_kept():
 def test_mixed_sign_has_both_signs_and_a_nonzero_mean():
     t = template()
     for draw in range(3):
-        x = families.hidden_inputs("h2_mixed_sign", draw, t, gen(draw), set())[0]
+        x = families.hidden_inputs("h2_mixed_sign", draw, t, gen(seed=draw), set())[0]
         assert (x > 0).any() and (x < 0).any()
         assert abs(float(x.mean())) > 0.05 * float(x.std())
 
@@ -118,3 +119,27 @@ def test_a_redraw_follows_the_initial_state_not_a_previous_redraw():
     assert torch.equal(first["weight"], again["weight"])
     from_the_redraw = params.redrawn_state(params.state_tensors(module), {"weight"}, gen())
     assert not torch.equal(from_the_redraw["weight"], first["weight"])
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_state_redrawn_at_once_equals_its_tensors_redrawn_one_by_one(device):
+    """redrawn_state reads every tensor's moments in one transfer (one wait rather than four a
+    tensor); the state it gives is the one the tensors redrawn one by one would give, bit for
+    bit: spread weights, ones, zeros, a negative constant, one element, none, half precision."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    module = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16)).to(device)
+    initial = {k: v.detach().clone() for k, v in params.state_tensors(module).items()}
+    initial["negative"] = -torch.ones(5, device=device)
+    initial["single"] = torch.tensor([3.0], device=device)
+    initial["empty"] = torch.zeros(0, device=device)
+    initial["half"] = torch.ones(7, dtype=torch.float16, device=device)
+    names = set(initial) - {"0.bias"}
+    at_once = params.redrawn_state(initial, names, gen(device))
+    one_by_one_gen = gen(device)
+    for name, tensor in initial.items():
+        if name in names and tensor.is_floating_point():
+            alone = params.redraw(tensor, one_by_one_gen)
+        else:
+            alone = tensor
+        assert at_once[name].dtype == tensor.dtype and torch.equal(at_once[name], alone), name

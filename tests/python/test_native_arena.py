@@ -370,6 +370,16 @@ def test_checksum_depends_on_the_key_the_positions_and_the_length():
     assert checksum(data[1:], key) == checksum(data[1:].clone(), key)
 
 
+def test_checksums_of_several_buffers_are_each_ones_checksum():
+    key = 0xABCDEF
+    buffers = [torch.randint(0, 256, (n,), dtype=torch.uint8) for n in (0, 1, 8, 67, 4096)]
+    listed = [(b.data_ptr(), b.numel()) for b in buffers]
+    assert kn.checksums(listed, -1, key) == [checksum(b, key) for b in buffers]
+    assert kn.checksums([], -1, key) == []
+    with pytest.raises(ValueError):
+        kn.checksums([(0, 8)], -1, key)  # a null pointer
+
+
 def test_checksum_without_cuda_refuses_a_device():
     if GPU:
         pytest.skip("a GPU is visible; the GPU twins cover device checksums")
@@ -823,6 +833,24 @@ def test_gpu_checksum_of_a_multi_gigabyte_buffer():
     assert kn.checksum(data.data_ptr(), nbytes, 0, key + 1) != device
     del data, host_copy
     torch.cuda.empty_cache()
+
+
+@needs_gpu
+def test_gpu_checksums_of_many_buffers_match_the_host_and_one_by_one():
+    """A state of hundreds of tensors checksummed with one wait: each sum is the one the buffer
+    alone gives, on the device and on the host, an empty and an unaligned buffer among them."""
+    key = 0xFEED
+    data = [torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
+            for n in [0, 3, 8, 4099, 1 << 20] + [64] * 600]  # fmt: skip
+    listed = [(t.data_ptr(), t.numel()) for t in data] + [(data[3].data_ptr() + 1, 4098)]
+    on_device = kn.checksums(listed, 0, key)
+    assert on_device == [kn.checksum(p, n, 0, key) for p, n in listed]
+    host = [t.cpu() for t in data]
+    expected = [kn.checksum(t.data_ptr(), t.numel(), -1, key) for t in host]
+    expected.append(kn.checksum(host[3].data_ptr() + 1, 4098, -1, key))
+    assert on_device == expected
+    data[4][17] ^= 1
+    assert kn.checksums(listed, 0, key)[4] != on_device[4]
 
 
 @needs_gpu
