@@ -3,6 +3,8 @@
 # on an H100 resumed from session 27's database (75 of 250 done at 9331434) at this commit, to its
 # end: with session 27's first 546 s, the wall of the whole audit on one kind of card, beside
 # KernelBench's own 809 s there. On an H200 it starts an H200 audit in a database of its own.
+# At f271ae6: a state's moments and a block's checksums read with one wait; the GPU twins of
+# those first.
 # Usage (after `bash scripts/stage_deps.sh` here; carry .kb .deps .kbrun; session 27's results:
 # gunzip -c docs/results/h100-2026-12-06-s27/audit.sqlite.gz > .kbrun/audit-s27.sqlite):
 #   setsid nohup docs/results/plan-s29/master.sh TOTAL > /tmp/s29.log 2>&1 < /dev/null &
@@ -12,6 +14,9 @@ cd "$(dirname "$0")/../../.."
 S=/tmp/s29 TOTAL=${1:-1400}
 source bench/device_plan.sh
 
+timeout $(limit 120) python3 -m pytest -q tests/python/test_native_arena.py \
+  tests/python/test_families.py -k "checksum or redrawn" > $S/gpu_tests.txt 2>&1
+say "GPU twins (checksums, redrawn state) rc=$?: $(tail -1 $S/gpu_tests.txt)"
 DB=audit-s27
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && DB=audit-s29-h200
 [ -f .kbrun/$DB.sqlite ] && cp .kbrun/$DB.sqlite $S/audit.sqlite
