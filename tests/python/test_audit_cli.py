@@ -96,49 +96,14 @@ def test_with_evaluations_side_by_side_a_task_is_placed_after_its_problems_load(
     a task with no session started ahead has one started and awaited (`wait_load` in the call
     trace) rather than learning its size mid-evaluation and draining the device (session 26's
     H100 audit: 9 such drains). The awaited session is the one its evaluation then uses (its
-    worker draws and judges; nothing is loaded twice for it). On the host nothing needs the
-    device alone: nothing is postponed."""
-    suite = tmp_path / "suite" / "level1"
-    suite.mkdir(parents=True)
-    names = ("3_ReLU", "4_Softmax", "5_LayerNorm", "6_Sum_reduction_over_a_dimension",
-             "8_Argmax_over_a_dimension", "10_MSELoss")  # fmt: skip
-    for name in names:
-        shutil.copy(PROBLEMS / "level1" / f"{name}.py", suite)
-    trace = tmp_path / "calls.jsonl"
-    done = subprocess.run(
-        [kbv_binary(), "audit", "--problems", str(suite.parent), "--db",
-         str(tmp_path / "audit.sqlite"), "--out", str(tmp_path / "audit.md"), "--cache-dir",
-         str(cache_dir), "--device", "cpu", "--draws", "1", "--samples", "3", "--rounds", "1",
-         "--workers-per-device", "2"],
-        capture_output=True, text=True, timeout=900,
-        env={**os.environ, "KBV_TRACE_CALLS": str(trace)},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert f"{len(names)} problems: {len(names)} pass" in (tmp_path / "audit.md").read_text()
-    assert "to itself" not in done.stdout + done.stderr
-    calls = [json.loads(line) for line in trace.read_text().splitlines()]
-    awaited = [c for c in calls if c["cmd"] == "wait_load"]
-    assert awaited and all(c["role"] == "harness" and c["s"] >= 0 for c in awaited), awaited
-    by_pid = collections.defaultdict(list)
-    for c in calls:
-        if c["role"] == "reference":
-            by_pid[c["pid"]].append(c["cmd"])
-    for wait in awaited:
-        commands = by_pid[wait["pid"]]
-        assert commands.count("load_problem") == 1 and "judge" in commands, (wait, commands)
+    worker draws and judges; nothing is loaded twice for it). On the host no load says a problem
+    needs the device alone.
 
-
-@pytest.mark.e2e
-def test_a_problem_an_earlier_run_found_needing_the_device_alone_goes_last_from_the_start(
-    tmp_path, cache_dir
-):
-    """A rerun over a database that remembers a problem needing a device's memory to itself
-    (recorded by a GPU run when the problem's load said so) puts its task after the others from
-    the start, without loading the problem first to learn it (session 28's resumed H100 audit:
-    its first 100 s went to loading 21 such problems one after another only to put them back).
-    On the host nothing records it, so the row is written here as a GPU run would write it. The
-    problem first in the suite's order, taken first by a thread otherwise, is then taken only
-    once every other task is taken or reserved (its load after theirs, the last one's aside)."""
+    A problem an earlier run over the database found so (the row a GPU run writes, written here)
+    goes after the others from the start, without a load to learn it (session 28's resumed H100
+    audit spent its first 100 s loading 21 such problems only to put them back): the first in
+    the suite's order, taken first otherwise, is taken once every other task is taken or
+    reserved, its load after theirs (the last one's aside)."""
     import hashlib
     import sqlite3
 
@@ -148,8 +113,7 @@ def test_a_problem_an_earlier_run_found_needing_the_device_alone_goes_last_from_
              "8_Argmax_over_a_dimension", "10_MSELoss")  # fmt: skip
     for name in names:
         shutil.copy(PROBLEMS / "level1" / f"{name}.py", suite)
-    first = min(suite.iterdir())  # the suite's order is its paths'
-
+    first = suite / "3_ReLU.py"  # the first in the suite's order (by problem number)
     database = tmp_path / "audit.sqlite"
     with sqlite3.connect(database) as db:
         db.execute(
@@ -170,16 +134,23 @@ def test_a_problem_an_earlier_run_found_needing_the_device_alone_goes_last_from_
         env={**os.environ, "KBV_TRACE_CALLS": str(trace)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert f"{len(names)} problems: {len(names)} pass" in (tmp_path / "audit.md").read_text()
     said = done.stdout + done.stderr
     assert "1 task of 1 problem put after the others from the start" in said, said
-    assert f"{len(names)} problems: {len(names)} pass" in (tmp_path / "audit.md").read_text()
-    loads = sorted(
-        (c["t"], c["file"])
-        for c in map(json.loads, trace.read_text().splitlines())
-        if c["cmd"] == "load_problem"
-    )
-    first_load = {}
-    for t, name in loads:
-        first_load.setdefault(name, t)
+    assert "needs the device's memory to itself" not in said, said  # no load said so
+    calls = [json.loads(line) for line in trace.read_text().splitlines()]
+    awaited = [c for c in calls if c["cmd"] == "wait_load"]
+    assert awaited and all(c["role"] == "harness" and c["s"] >= 0 for c in awaited), awaited
+    by_pid = collections.defaultdict(list)
+    for c in calls:
+        if c["role"] == "reference":
+            by_pid[c["pid"]].append(c["cmd"])
+    for wait in awaited:
+        commands = by_pid[wait["pid"]]
+        assert commands.count("load_problem") == 1 and "judge" in commands, (wait, commands)
+    first_load: dict[str, float] = {}
+    for c in sorted(calls, key=lambda c: c["t"]):
+        if c["cmd"] == "load_problem":
+            first_load.setdefault(c["file"], c["t"])
     order = sorted(first_load, key=first_load.get)
     assert order.index(first.name) >= len(names) - 2, order
