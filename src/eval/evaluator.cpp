@@ -185,7 +185,15 @@ class Evaluation {
 
     if (session.loaded.is_null()) {  // else reused or loaded ahead
       say("loading the problem");
-      load_problem_into(session, request_, workers.reference_call());
+      // Where others share the device, loaded as a session started ahead is: on the host and
+      // outside the gate, the model placed by the first call that uses it (under the gate and
+      // this evaluation's reservation). Under the gate, a load waited for (a fresh worker's
+      // start, a cold meta forward: 10-15 s for the recurrent problems) held back a timing run
+      // waiting to start, and every other evaluation behind it: 143 s of session 29's 1,059 s
+      // H200 audit passed with nothing but such loads in flight.
+      const ReferenceCall off_gate = [&](const json& m) { return workers.reference_off_gate(m); };
+      load_problem_into(session, request_, workers.reference_call(),
+                        /*on_host=*/request_.placement.gate != nullptr, &off_gate);
     }
     describe_problem(result, session, problem_sha256, candidate_sha256);
     workers.send_candidate(worker_request(cmd::kLoadCandidate,
