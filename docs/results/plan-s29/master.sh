@@ -2,7 +2,8 @@
 # Session 29's device plan (one detached run over calls, bench/device_plan.sh): issue 18's audit
 # on an H100 resumed from session 27's database (75 of 250 done at 9331434) at this commit, to its
 # end: with session 27's first 546 s, the wall of the whole audit on one kind of card, beside
-# KernelBench's own 809 s there. On an H200 it starts an H200 audit in a database of its own.
+# KernelBench's own 809 s there. On an H200 it runs an H200 audit in a database of its own
+# (.kbrun/audit-s29-h200.sqlite, resumed where present: session 29's first 1,059 s).
 # At f271ae6: a state's moments and a block's checksums read with one wait; the GPU twins of
 # those first.
 # Usage (after `bash scripts/stage_deps.sh` here; carry .kb .deps .kbrun; session 27's results:
