@@ -51,8 +51,10 @@ def main() -> None:
     for c in waits:
         first = max(0, int((c["t"] - start) / args.resolution))
         last = min(cells, int((c["t"] + c["s"] - start) / args.resolution) + 1)
+        # A timing run's wait for the gate (exclusive) holds every other evaluation back.
+        exclusive = c["cmd"] == "wait_gate" and (c.get("detail") or {}).get("exclusive")
         for k in range(first, last):
-            waiting[k].add(c["cmd"])
+            waiting[k].add("wait_gate (a timing run)" if exclusive else c["cmd"])
     for c in calls:
         first = int((c["t"] - start) / args.resolution)
         last = min(cells, int((c["t"] + c["s"] - start) / args.resolution) + 1)
