@@ -185,7 +185,7 @@ class Evaluation {
 
     if (session.loaded.is_null()) {  // else reused or loaded ahead
       say("loading the problem");
-      // Where others share the device, loaded as a session started ahead is: on the host and
+      // Under a gate (kbv run, kbv serve), loaded as a session started ahead is: on the host and
       // outside the gate, the model placed by the first call that uses it (under the gate and
       // this evaluation's reservation). Under the gate, a load waited for (a fresh worker's
       // start, a cold meta forward: 10-15 s for the recurrent problems) held back a timing run
