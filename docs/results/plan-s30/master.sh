@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Session 30's device plan (one detached run over calls, bench/device_plan.sh), at 647ad2b: the
+# evaluation's own problem load on the host outside the device's gate (2798231, CPU-tested only).
+#  1. Issue 18's audit resumed to its end: on an H200 session 29's H200 database (134 of 250
+#     done), on an H100 session 27's (75 done): the whole audit's wall on one kind of card, as
+#     the sum of its parts, beside KernelBench's own baseline there.
+#  2. The hack zoo's CUDA files on the GPU (bench/gpu_zoo.sh; last run in session 24, before the
+#     batched checksums that input-mutation detection now reads), then the rest where time is left.
+#  3. On an H200 only: KernelBench's own baseline timing with what is left, resumed from session
+#     10's 45 problems (docs/results/h200-2026-12-04-s10/call1/kb_baseline.jsonl); the H100's is
+#     complete (session 25).
+# Usage (after `bash scripts/stage_deps.sh` here; carry .kb .deps .kbrun .whl):
+#   setsid nohup docs/results/plan-s30/master.sh TOTAL > /tmp/s30.log 2>&1 < /dev/null &
+#   sleep 2; bench/device_collect.sh s30 570          (then again at once after each return)
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+S=/tmp/s30 TOTAL=${1:-1400}
+source bench/device_plan.sh
+
+H200=0
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && H200=1
+DB=$([ $H200 = 1 ] && echo audit-s29-h200 || echo audit-s27)
+[ -f .kbrun/$DB.sqlite ] && cp .kbrun/$DB.sqlite $S/audit.sqlite
+t=$(date +%s)
+KBV_TRACE_CALLS=$S/trace.jsonl timeout $(limit $(( TOTAL - 230 ))) build/kbv audit --problems .kb \
+  --device cuda --workers-per-device 4 --db $S/audit.sqlite --out $S/audit.md \
+  > $S/audit.txt 2>&1
+say "kbv audit ($DB) rc=$? in $(( $(date +%s) - t )) s: $(tail -3 $S/audit.txt | tr '\n' ' ')"
+python3 bench/trace_timeline.py $S/trace.jsonl --top 20 > $S/timeline.txt 2>&1
+
+if [ "$(left)" -gt 100 ]; then
+  t=$(date +%s)
+  OUT=$S/zoo ZOO_ONLY='^(hacks|honest)/cuda/' ZOO_PHASE1_S=$(limit 250) ZOO_PHASE2_S=110 \
+    timeout $(limit 380) bench/gpu_zoo.sh > $S/zoo.txt 2>&1
+  say "zoo, CUDA files, rc=$? in $(( $(date +%s) - t )) s: $(grep -E 'detect|false' $S/zoo/zoo_table.md | head -3 | tr '\n' ' ')"
+fi
+if [ "$(left)" -gt 150 ]; then
+  t=$(date +%s)
+  OUT=$S/zoo2 ZOO_ONLY='^(hacks|honest)/[a-bd-z]' ZOO_PHASE1_S=$(limit 150) ZOO_PHASE2_S=30 \
+    timeout $(limit 200) bench/gpu_zoo.sh > $S/zoo2.txt 2>&1
+  say "zoo, the rest, rc=$? in $(( $(date +%s) - t )) s"
+fi
+if [ $H200 = 1 ] && [ "$(left)" -gt 120 ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl > $S/pip.txt 2>&1
+  cp docs/results/h200-2026-12-04-s10/call1/kb_baseline.jsonl $S/kb_baseline.jsonl
+  [ -f .kbrun/kb_baseline_h200.jsonl ] && cp .kbrun/kb_baseline_h200.jsonl $S/kb_baseline.jsonl
+  t=$(date +%s)
+  PYTHONPATH=/tmp/site KBV_KERNELBENCH=.kb timeout $(limit $TOTAL) \
+    python3 bench/kernelbench_baseline_time.py --levels 1 2 3 --out $S/kb_baseline.jsonl \
+    > $S/kb_baseline.txt 2>&1
+  say "KernelBench baseline rc=$? in $(( $(date +%s) - t )) s; $(wc -l < $S/kb_baseline.jsonl) problems in all"
+fi
+say "disk peak $(cat $S/disk_peak_bytes.txt) bytes beyond the start; done"
+touch $S/DONE
