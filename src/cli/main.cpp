@@ -324,9 +324,13 @@ int run_merge(const std::vector<std::string>& inputs, const std::string& output)
   for (const auto& clash : summary.meta_clashes) {
     fmt::print(stderr, "kbv merge: meta {}\n", clash);
   }
-  fmt::print("{} rows from {} database{} ({} read, {} duplicates, {} conflicts) into {}\n",
+  fmt::print("{} rows from {} database{} ({} read, {} duplicates, {} conflicts) into {}{}\n",
              summary.rows, inputs.size(), inputs.size() == 1 ? "" : "s", summary.read,
-             summary.duplicates, summary.conflicts.size(), output);
+             summary.duplicates, summary.conflicts.size(), output,
+             summary.device_alone > 0
+                 ? fmt::format("; {} record{} of problems needing a device to themselves",
+                               summary.device_alone, summary.device_alone == 1 ? "" : "s")
+                 : "");
   return 0;
 }
 

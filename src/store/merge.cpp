@@ -92,6 +92,12 @@ void open_input(const fs::path& path, Connection& c) {
   }
 }
 
+bool has_table(sqlite3* db, const char* name) {
+  Statement q(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+  q.bind(1, std::string(name));
+  return q.step();
+}
+
 std::vector<std::string> result_columns(sqlite3* db) {
   std::vector<std::string> columns;
   Statement q(db, "SELECT name FROM pragma_table_info('results') ORDER BY cid");
@@ -209,6 +215,9 @@ MergeSummary merge_databases(const std::vector<fs::path>& inputs, const fs::path
         fmt::format("INSERT OR REPLACE INTO results ({}) VALUES ({})", names, marks).c_str());
     Statement meta_get(out.db, "SELECT value FROM meta WHERE key = ?");
     Statement meta_put(out.db, "INSERT INTO meta (key, value) VALUES (?, ?)");
+    Statement alone_put(out.db,
+                        "INSERT OR IGNORE INTO device_alone (problem_sha256, device_bytes, "
+                        "working_bytes, recorded_at) VALUES (?, ?, ?, ?)");
     for (size_t i = 0; i < inputs.size(); ++i) {
       sqlite3* in = sources[i]->db;
       // Meta: the union, the first input's value where they differ (schema_version is equal:
@@ -256,6 +265,20 @@ MergeSummary merge_databases(const std::vector<fs::path>& inputs, const fs::path
         }
         put.step();
         origin[key] = i;
+      }
+      // The problems a shard found needing a device's memory to itself: a rerun over the merged
+      // database orders them last from its start too (suite.cpp, postpone_remembered). A
+      // database written before the table existed has none.
+      if (has_table(in, "device_alone")) {
+        Statement alone(in,
+                        "SELECT problem_sha256, device_bytes, working_bytes, recorded_at "
+                        "FROM device_alone");
+        while (alone.step()) {
+          alone_put.reset();
+          for (int c = 0; c < 4; ++c) alone_put.bind_value(c + 1, alone.value(c));
+          alone_put.step();
+          summary.device_alone += sqlite3_changes(out.db);
+        }
       }
     }
     find.reset();

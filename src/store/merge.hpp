@@ -54,6 +54,7 @@ struct MergeSummary {
   int duplicates = 0;  // rows already in the output with the same result
   std::vector<MergeConflict> conflicts;
   std::vector<std::string> meta_clashes;  // meta keys the inputs disagree on (the first kept)
+  int device_alone = 0;  // problems needing a device's memory to itself, as rows in the output
 };
 
 // Merges `inputs` into a new `output` (replacing it when it exists). Throws MergeError before

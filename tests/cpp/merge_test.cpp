@@ -156,6 +156,33 @@ TEST_F(MergeFiles, MetaCarried) {
   sqlite3_close(handle);
 }
 
+// A shard's record of the problems that need a device's memory to itself goes into the merged
+// database (a rerun over it orders them last from its start), once however often merged; a
+// database from before the table existed merges as before.
+TEST_F(MergeFiles, ProblemsNeedingADeviceAloneCarried) {
+  const auto a = db("a.sqlite", {{"k1", result("1.0.0", 1)}});
+  const auto b = db("b.sqlite", {{"k2", result("1.0.0", 1)}});
+  const auto old = db("old.sqlite", {{"k3", result("1.0.0", 1)}});
+  Store(a).remember_device_alone("problem-1", 86e9, 12e9);
+  Store(b).remember_device_alone("problem-1", 86e9, 12e9);  // the same problem on another shard
+  Store(b).remember_device_alone("problem-2", 90e9, 30e9);
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(old.c_str(), &handle), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle, "DROP TABLE device_alone", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(handle);
+
+  const auto all = dir_ / "all.sqlite";
+  const auto summary = merge_databases({a, old, b, a}, all);
+  EXPECT_EQ(summary.rows, 3);
+  EXPECT_EQ(summary.device_alone, 2);
+  const auto remembered = Store(all).problems_needing_device_alone();
+  ASSERT_EQ(remembered.size(), 2u);
+  EXPECT_DOUBLE_EQ(remembered.at("problem-1"), 86e9);
+  EXPECT_DOUBLE_EQ(remembered.at("problem-2"), 90e9);
+  EXPECT_TRUE(Store(dir_ / "none.sqlite").problems_needing_device_alone().empty());
+  EXPECT_EQ(merge_databases({old}, dir_ / "old-only.sqlite").device_alone, 0);
+}
+
 TEST_F(MergeFiles, BadInputsLoseNothing) {
   const auto a = db("a.sqlite", {{"k1", result("1.0.0", 1)}});
   const auto out = dir_ / "out.sqlite";
