@@ -4,7 +4,7 @@
 #  1. Issue 18's audit resumed to its end: on an H200 session 29's H200 database (134 of 250
 #     done), on an H100 session 27's (75 done): the whole audit's wall on one kind of card, as
 #     the sum of its parts, beside KernelBench's own baseline there.
-#  2. The hack zoo's CUDA files on the GPU (bench/gpu_zoo.sh; last run in session 24, before the
+#  2. With what the audit leaves: the hack zoo's CUDA files on the GPU (bench/gpu_zoo.sh; last run in session 24, before the
 #     batched checksums that input-mutation detection now reads), then the rest where time is left.
 #  3. On an H200 only: KernelBench's own baseline timing with what is left, resumed from session
 #     10's 45 problems (docs/results/h200-2026-12-04-s10/call1/kb_baseline.jsonl); the H100's is
@@ -25,7 +25,7 @@ DB=$([ $H200 = 1 ] && echo audit-s29-h200 || echo audit-s27)
 SEED=$([ $H200 = 1 ] && echo h200-2026-12-06-s29 || echo h100-2026-12-06-s27)
 [ -f $S/audit.sqlite ] || gunzip -c docs/results/$SEED/audit.sqlite.gz > $S/audit.sqlite
 t=$(date +%s)
-KBV_TRACE_CALLS=$S/trace.jsonl timeout $(limit $(( TOTAL - 230 ))) build/kbv audit --problems .kb \
+KBV_TRACE_CALLS=$S/trace.jsonl timeout $(limit $(( TOTAL - 60 ))) build/kbv audit --problems .kb \
   --device cuda --workers-per-device 4 --db $S/audit.sqlite --out $S/audit.md \
   > $S/audit.txt 2>&1
 say "kbv audit ($DB) rc=$? in $(( $(date +%s) - t )) s: $(tail -3 $S/audit.txt | tr '\n' ' ')"
