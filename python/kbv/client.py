@@ -5,11 +5,14 @@
     job = kbv.evaluate(problem_source, candidate_source, protocol="verified")
     job["reward"]["correct"], job["reward"]["speedup"]
 
-Sources may be given as text or as a path. Options are those of a request (protocol, draws,
+Sources are text, or a pathlib.Path to read (a plain string is always the source itself).
+Options are those of a request (protocol, draws,
 profile, samples, rounds, no_timing, allow_library, size, timeout, compile_timeout,
 problem_name, run). 429 (queue full) and 503 (draining) are retried after the Retry-After the
 service sends, and so is a refused connection (the service restarting), until the call's
-deadline; other errors raise KbvError.
+deadline; other errors raise KbvError. A finished job that failed says whose fault that was:
+`failure` "request" (its problem cannot be evaluated) or "service" (kbv could not store its
+result: submit it again later).
 """
 
 from __future__ import annotations
@@ -37,9 +40,15 @@ class KbvError(Exception):
 
 
 def _source(value: str | os.PathLike[str]) -> str:
-    if isinstance(value, os.PathLike):
-        return Path(value).read_text()
-    return value
+    text = Path(value).read_text() if isinstance(value, os.PathLike) else value
+    # A lone surrogate (a model's broken output decoded with surrogateescape, say) has no UTF-8
+    # form: JSON would carry it as an escape the service must refuse, failing the whole request
+    # over a character no Python file could hold. As in a file written with errors="replace".
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", errors="replace").decode("utf-8")
+    return text
 
 
 class Client:
@@ -53,8 +62,9 @@ class Client:
         max_retry_wait: float = 30.0,
         poll_interval: float = 0.5,
     ):
-        """`timeout`: seconds for one HTTP exchange; `deadline`: seconds one call (retries and
-        waiting for results included) may take; `max_retry_wait`: the longest pause between
+        """`timeout`: seconds for one HTTP exchange (evaluate()'s, which holds until the result,
+        is bounded by the deadline instead); `deadline`: seconds one call (retries and waiting
+        for results included) may take; `max_retry_wait`: the longest pause between
         retries, whatever Retry-After says; `poll_interval`: the first pause between polls of a
         result (it doubles up to 5 s)."""
         self.url = url.rstrip("/")
@@ -152,7 +162,8 @@ class Client:
         self, problem: str | os.PathLike[str], candidate: str | os.PathLike[str], **options: Any
     ) -> dict:
         """Evaluates one candidate and returns the finished job (status done with its result
-        and reward, or failed with the error when the problem cannot be evaluated)."""
+        and reward, or failed with the error and whose fault: `failure` "request" when the
+        problem cannot be evaluated, "service" when kbv could not store the result)."""
         until = time.monotonic() + self.deadline
         try:
             _, job = self._request(
@@ -163,8 +174,9 @@ class Client:
                 timeout=self.deadline,
             )
         except KbvError as error:
-            # A problem the reference cannot evaluate: 400 with the failed job.
-            if error.status == 400 and isinstance(error.body, dict) and "id" in error.body:
+            # A failed job: 400 when its problem cannot be evaluated, 500 when kbv could not
+            # store its result.
+            if error.status in (400, 500) and isinstance(error.body, dict) and "id" in error.body:
                 return error.body
             raise
         if job.get("status") in _FINISHED:
@@ -173,8 +185,11 @@ class Client:
 
     def batch(self, requests: list[dict], *, wait: bool = True) -> list:
         """Queues a list of requests ({"problem", "candidate", options...}, sources as text or
-        paths) at once (all or nothing); returns their ids, or with `wait` their finished jobs
-        in the same order."""
+        paths) at once; returns their ids, or with `wait` their finished jobs, in the same order.
+        A request the service refuses alone (malformed: a NUL byte, over the size limit) has
+        the id None, and with `wait` a failed job {"id": None, "status": "failed", "failure":
+        "request", "error": <why>}; the others are evaluated. A batch refused whole (queue
+        full past the deadline, more than the queue holds, every request malformed) raises."""
         until = time.monotonic() + self.deadline
         items = []
         for r in requests:
@@ -184,13 +199,31 @@ class Client:
         ids = payload["ids"]
         if not wait:
             return ids
-        return [self.result(i, deadline=max(0.0, until - time.monotonic())) for i in ids]
+        refused = {r["index"]: r["error"] for r in payload.get("refused", [])}
+        return [
+            self.result(job_id, deadline=max(0.0, until - time.monotonic()))
+            if job_id is not None
+            else _refused_job(refused.get(index, "refused by the service"))
+            for index, job_id in enumerate(ids)
+        ]
 
     def health(self) -> dict:
         status, payload, _ = self._once("GET", "/v1/health", None, self.timeout)
         if status not in (200, 503):
             raise KbvError(f"GET /v1/health: HTTP {status}", status, payload)
         return payload
+
+
+def _refused_job(why: str) -> dict:
+    return {
+        "id": None,
+        "status": "failed",
+        "failure": "request",
+        "error": why,
+        "from_store": False,
+        "result": None,
+        "reward": None,
+    }
 
 
 def _body(problem, candidate, options: dict) -> dict:

@@ -124,6 +124,14 @@ def why_missing(attempt: Attempt) -> str:
     return f"{where}: kbv stored no result for it"
 
 
+def problem_broken(attempt: Attempt) -> bool:
+    """Whether the node's kbv ended well but could not evaluate the problem (the request's fault
+    under `kbv serve --ray`, not the cluster's)."""
+    return attempt.status in (0, None) and any(
+        BROKEN_PROBLEM in line for line in attempt.output.splitlines()
+    )
+
+
 class ShardQueue:
     """Shards in, events out. Each shard runs as one Ray task holding one GPU (one CPU on the CPU
     device); its events are {"event": "started", "shard", "node", "node_id", "attempt"} when a
@@ -240,7 +248,8 @@ class ShardQueue:
 
     def _ended(self, attempt: Attempt) -> Iterator[dict]:
         if attempt.left():
-            yield self._missing(attempt, why_missing(attempt))
+            fault = "problem" if problem_broken(attempt) else "harness"
+            yield self._missing(attempt, why_missing(attempt), fault)
 
     def _lost(self, attempt: Attempt, error: Exception) -> Iterator[dict]:
         left = attempt.left()
@@ -261,10 +270,17 @@ class ShardQueue:
         )
         self._start(Attempt(attempt.shard, attempt.number + 1, left))
 
-    def _missing(self, attempt: Attempt, why: str) -> dict:
+    def _missing(self, attempt: Attempt, why: str, fault: str = "harness") -> dict:
+        """`fault`: "problem" where the problem could not be evaluated, else "harness"."""
         left = sorted(attempt.left())
         self.say(f"ray: {attempt.shard.name}: {tasks(len(left))} not evaluated: {why}")
-        return {"event": "missing", "shard": attempt.shard.name, "keys": left, "why": why}
+        return {
+            "event": "missing",
+            "shard": attempt.shard.name,
+            "keys": left,
+            "why": why,
+            "fault": fault,
+        }
 
 
 def emit(event: dict) -> None:

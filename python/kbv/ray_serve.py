@@ -82,6 +82,7 @@ def submit(shards: ShardQueue, line: str, send: Callable[[dict], None]) -> None:
                 "shard": shard.name,
                 "keys": sorted(shard.keys()),
                 "why": f"its files could not be read: {error}",
+                "fault": "harness",
             }
         )
 

@@ -68,7 +68,8 @@ json EvalPool::threads_json() const {
   for (const auto& s : slots_) {
     out.push_back({{"device", s.device},
                    {"job", s.job.empty() ? json(nullptr) : json(s.job)},
-                   {"problem_sha256", s.problem.empty() ? json(nullptr) : json(s.problem)}});
+                   {"problem_sha256", s.problem.empty() ? json(nullptr) : json(s.problem)},
+                   {"healthy", s.healthy}});
   }
   return out;
 }
@@ -81,13 +82,17 @@ json EvalPool::health() const {
     auto d = std::find_if(devices.begin(), devices.end(),
                           [&](const json& entry) { return entry["device"] == device; });
     if (d == devices.end()) {
-      devices.push_back({{"device", device}, {"workers", 0}, {"busy", 0}});
+      devices.push_back({{"device", device}, {"workers", 0}, {"busy", 0}, {"healthy", false}});
       d = devices.end() - 1;
     }
-    (*d)["workers"] = (*d)["workers"].get<int>() + 1;
+    // Workers still taking work; a device whose threads all left after a failed health check
+    // says healthy: false.
+    const bool live = t["healthy"].get<bool>();
+    (*d)["workers"] = (*d)["workers"].get<int>() + (live ? 1 : 0);
+    (*d)["healthy"] = (*d)["healthy"].get<bool>() || live;
     (*d)["busy"] = (*d)["busy"].get<int>() + (t["job"].is_null() ? 0 : 1);
   }
-  return {{"devices", devices}, {"workers", slots_.size()}, {"threads", threads}};
+  return {{"devices", devices}, {"workers", live_workers()}, {"threads", threads}};
 }
 
 std::string EvalPool::describe() const {
@@ -163,8 +168,29 @@ void EvalPool::run_thread(size_t index) {
     alone_.leave(device);
   }
   queue_.forget(taker);
-  if (!healthy)
-    log(fmt::format("{} failed its health check: this thread takes no more work", device));
+  if (!healthy) leave_unhealthy(index);
+}
+
+void EvalPool::leave_unhealthy(size_t index) {
+  const std::string device = slots_[index].device;
+  log(fmt::format("{} failed its health check: this thread takes no more work", device));
+  {
+    std::lock_guard guard(state_);
+    slots_[index].healthy = false;
+    if (std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.healthy; })) return;
+  }
+  const std::string why = fmt::format(
+      "no healthy device is left ({} failed its health check last): restart the service once "
+      "the devices are fixed; the {} queued jobs are kept and run then",
+      device, queue_.queued());
+  log(why);
+  queue_.close(why);
+}
+
+size_t EvalPool::live_workers() const {
+  std::lock_guard guard(state_);
+  return static_cast<size_t>(
+      std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.healthy; }));
 }
 
 std::optional<Result> EvalPool::evaluate(const Job& job, const eval::EvalRequest& request,
@@ -242,8 +268,10 @@ void EvalPool::store(size_t index, const Job& job, const std::string& key, const
   try {
     db_.put(job_row_info(key, job.spec), result.to_json());
   } catch (const std::exception& error) {
+    // kbv's fault, not the request's: a resubmission evaluates it again (nothing was stored).
     queue_.finish(job.id, JobStatus::Failed, key,
-                  fmt::format("the result could not be stored: {}", error.what()));
+                  fmt::format("the result could not be stored: {}", error.what()),
+                  /*from_store=*/false, JobFailure::Service);
     return;
   }
   queue_.finish(job.id, JobStatus::Done, key);

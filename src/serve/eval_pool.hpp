@@ -42,6 +42,7 @@ class EvalPool final : public Evaluators {
 
   nlohmann::json health() const override;
   size_t capacity() const override { return slots_.size(); }
+  size_t live_workers() const override;
   double recent_seconds_per_evaluation() const override;
   std::string describe() const override;
 
@@ -53,6 +54,7 @@ class EvalPool final : public Evaluators {
     std::string device;
     std::string job;  // under state_
     std::string problem;
+    bool healthy = true;  // under state_: false once its device failed a health check
   };
   // A job whose first attempt failed on a shared device: evaluated again alone.
   struct Retry {
@@ -71,6 +73,10 @@ class EvalPool final : public Evaluators {
   void store(size_t index, const Job& job, const std::string& key, const Result& result,
              double seconds, bool& healthy);
   void show(size_t index, const std::string& job, const std::string& problem);
+  // Thread `index` leaves: its device failed a health check. The last to leave closes the queue
+  // (new work gets 503 saying why; queued jobs wait for a restart) rather than let clients wait
+  // for threads that are gone.
+  void leave_unhealthy(size_t index);
   void log(const std::string& line) const;
 
   JobQueue& queue_;

@@ -57,6 +57,9 @@ class Evaluators {
   virtual nlohmann::json health() const = 0;
   // Evaluations at once (threads, or the cluster's task slots), at least 1.
   virtual size_t capacity() const = 0;
+  // Of those, the ones still taking work (a local thread ends when its device fails a health
+  // check); /v1/health says "degraded" below capacity() and "unavailable" at none.
+  virtual size_t live_workers() const { return capacity(); }
   // Seconds per evaluation lately (for Retry-After); a guess before the first one.
   virtual double recent_seconds_per_evaluation() const = 0;
   // For the line that says where the service listens: "2 evaluation threads on cpu,cpu".

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   candidate_file TEXT NOT NULL,
   store_key TEXT NOT NULL,
   error TEXT NOT NULL DEFAULT '',
+  failure TEXT NOT NULL DEFAULT 'request',
   from_store INTEGER NOT NULL DEFAULT 0,
   submitted_at REAL NOT NULL,
   finished_at REAL
@@ -88,6 +89,10 @@ std::string_view to_string(JobStatus status) {
   return "failed";
 }
 
+std::string_view to_string(JobFailure failure) {
+  return failure == JobFailure::Service ? "service" : "request";
+}
+
 std::string new_job_id() { return eval::random_secret().substr(0, 32); }
 
 JobQueue::JobQueue(const fs::path& folder, const RequestPolicy& policy, size_t max_queued)
@@ -104,6 +109,14 @@ JobQueue::JobQueue(const fs::path& folder, const RequestPolicy& policy, size_t m
   exec("PRAGMA journal_mode=WAL");
   exec("PRAGMA synchronous=FULL");
   exec(kSchema);
+  // A queue from before failures had an owner: the column added, its failed jobs the request's
+  // (the only kind then recorded apart from storage faults, whose text says so).
+  bool has_failure = false;
+  {
+    Statement columns(db_, "SELECT name FROM pragma_table_info('jobs')");
+    while (columns.step()) has_failure = has_failure || columns.text(0) == "failure";
+  }
+  if (!has_failure) exec("ALTER TABLE jobs ADD COLUMN failure TEXT NOT NULL DEFAULT 'request'");
   // Jobs a stopped server was running were not finished (their result was not recorded): they
   // run again. An evaluation is idempotent by its store key, so one that did finish and was
   // stored is answered from the store when taken.
@@ -136,9 +149,15 @@ fs::path JobQueue::write_source(const std::string& kind, const std::string& sha,
 
 std::vector<std::string> JobQueue::submit(const std::vector<NewJob>& jobs) {
   std::unique_lock lock(mutex_);
-  if (closed_) throw Draining("the service is draining: it accepts no new work");
+  if (closed_) throw Draining(closed_why_);
   size_t waiting = 0;
   for (const auto& j : jobs) waiting += j.from_store ? 0 : 1;
+  if (waiting > max_queued_) {
+    throw LargerThanQueue(fmt::format(
+        "{} evaluations at once, more than this server ever queues ({}): send at most {} at a "
+        "time (--max-queue sets the limit)",
+        waiting, max_queued_, max_queued_));
+  }
   if (queued_ + waiting > max_queued_) {
     throw QueueFull(fmt::format("the queue is full: {} waiting, {} more asked, at most {}", queued_,
                                 waiting, max_queued_));
@@ -186,10 +205,11 @@ std::vector<std::string> JobQueue::submit(const std::vector<NewJob>& jobs) {
 
 std::vector<Job> JobQueue::read_jobs(const std::string& where, const std::string& arg,
                                      const std::string& arg2) const {
-  Statement select(db_, ("SELECT id, status, options, problem_sha256, candidate_sha256, "
-                         "problem_file, candidate_file, store_key, error, from_store FROM jobs " +
-                         where)
-                            .c_str());
+  Statement select(
+      db_, ("SELECT id, status, options, problem_sha256, candidate_sha256, "
+            "problem_file, candidate_file, store_key, error, from_store, failure FROM jobs " +
+            where)
+               .c_str());
   if (!arg.empty()) select.bind(1, arg);
   if (!arg2.empty()) select.bind(2, arg2);
   std::vector<Job> jobs;
@@ -205,6 +225,7 @@ std::vector<Job> JobQueue::read_jobs(const std::string& where, const std::string
     job.store_key = select.text(7);
     job.error = select.text(8);
     job.from_store = select.integer_or_null(9) == 1;
+    job.failure = select.text(10) == "service" ? JobFailure::Service : JobFailure::Request;
     jobs.push_back(std::move(job));
   }
   return jobs;
@@ -348,17 +369,18 @@ void JobQueue::requeue(const std::vector<std::string>& ids) {
 }
 
 void JobQueue::finish(const std::string& id, JobStatus status, const std::string& store_key,
-                      const std::string& error, bool from_store) {
+                      const std::string& error, bool from_store, JobFailure failure) {
   std::unique_lock lock(mutex_);
   Statement update(db_,
                    "UPDATE jobs SET status = ?, error = ?, from_store = ?, finished_at = ?, "
-                   "store_key = ? WHERE id = ? AND status = 'running'");
+                   "store_key = ?, failure = ? WHERE id = ? AND status = 'running'");
   update.bind(1, std::string(to_string(status)));
   update.bind(2, error);
   update.bind(3, std::optional<int>(from_store ? 1 : 0));
   update.bind_number(4, now_s());
   update.bind(5, store_key);
-  update.bind(6, id);
+  update.bind(6, std::string(to_string(failure)));
+  update.bind(7, id);
   update.step();
   if (sqlite3_changes(db_) > 0 && running_ > 0) --running_;
   changed_.notify_all();
@@ -382,8 +404,9 @@ std::optional<Job> JobQueue::wait(const std::string& id,
   }
 }
 
-void JobQueue::close() {
+void JobQueue::close(const std::string& why) {
   std::unique_lock lock(mutex_);
+  if (!closed_) closed_why_ = why;
   closed_ = true;
   changed_.notify_all();
 }

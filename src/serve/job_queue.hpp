@@ -42,14 +42,28 @@ class Draining : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// More jobs at once than the queue ever holds (413): waiting cannot help, the client must send
+// fewer at a time.
+class LargerThanQueue : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Whose fault a failed job is: the request's (its problem cannot be evaluated; a waiting client
+// gets 400) or the service's (its result could not be stored, its node kept failing: 500, and a
+// resubmission evaluates it again, nothing having been stored).
+enum class JobFailure { Request, Service };
+std::string_view to_string(JobFailure failure);
+
 struct Job {
   std::string id;
   JobStatus status = JobStatus::Queued;
   JobSpec spec;  // sources not loaded (they are the files below)
   std::string problem_sha256, candidate_sha256;
   std::filesystem::path problem_file, candidate_file;
-  std::string store_key;    // where its result is (and was looked up before evaluating)
-  std::string error;        // why it failed (a problem the reference could not load)
+  std::string store_key;  // where its result is (and was looked up before evaluating)
+  std::string error;      // why it failed (a problem the reference could not load)
+  JobFailure failure = JobFailure::Request;  // whose fault, when it failed
   bool from_store = false;  // answered from an earlier result, not evaluated for this request
 };
 
@@ -71,7 +85,8 @@ class JobQueue {
   JobQueue& operator=(const JobQueue&) = delete;
 
   // Persists the sources and the jobs (one transaction, synced) and returns their ids, in order.
-  // All or nothing: throws QueueFull when they do not all fit, Draining once close() was called.
+  // All or nothing: throws QueueFull when they do not all fit now, LargerThanQueue when they
+  // never would, Draining once close() was called.
   std::vector<std::string> submit(const std::vector<NewJob>& jobs);
 
   // The next queued job, marked running: the oldest of `prefer_problem` when there is one (a
@@ -98,9 +113,10 @@ class JobQueue {
   void requeue(const std::vector<std::string>& ids);
 
   // A taken job's end: done (its result is under `store_key`, the key its device's settings
-  // give) or failed with `error`.
+  // give) or failed with `error`, `failure` saying whose fault that is.
   void finish(const std::string& id, JobStatus status, const std::string& store_key,
-              const std::string& error = "", bool from_store = false);
+              const std::string& error = "", bool from_store = false,
+              JobFailure failure = JobFailure::Request);
 
   // The job take() would give now, left queued (nullopt when none): its worker is started ahead.
   // With a `taker` the job is reserved for it (its former reservation let go): the other takers
@@ -117,8 +133,9 @@ class JobQueue {
   // job is still queued (it will not run before a restart). Returns the job as it is then.
   std::optional<Job> wait(const std::string& id, std::chrono::steady_clock::time_point deadline);
 
-  // No more submissions (Draining) and no more takes; running jobs still finish.
-  void close();
+  // No more submissions (Draining, with `why`: the first close's) and no more takes; running
+  // jobs still finish.
+  void close(const std::string& why = "the service is draining: it accepts no new work");
   bool closed() const;
 
   size_t queued() const;
@@ -151,6 +168,7 @@ class JobQueue {
   sqlite3* db_ = nullptr;
   size_t queued_ = 0, running_ = 0;
   bool closed_ = false;
+  std::string closed_why_;
   // Taker -> the queued job it reserved (peek): in memory only, as the workers ahead are.
   std::map<std::string, std::string> reserved_;
 };

@@ -214,8 +214,8 @@ JobSpec parse_job_text(const std::string& body, const RequestPolicy& policy) {
   return parse_job(parse_body(body), policy);
 }
 
-std::vector<JobSpec> parse_batch_text(const std::string& body, const RequestPolicy& policy,
-                                      size_t max_items) {
+std::vector<BatchItem> parse_batch_text(const std::string& body, const RequestPolicy& policy,
+                                        size_t max_items) {
   json parsed = parse_body(body);
   if (parsed.is_object() && parsed.contains("evaluations") && parsed.size() == 1) {
     parsed = parsed["evaluations"];
@@ -229,15 +229,15 @@ std::vector<JobSpec> parse_batch_text(const std::string& body, const RequestPoli
     throw BadRequest(fmt::format("the batch has {} requests, over this server's limit of {}",
                                  parsed.size(), max_items));
   }
-  std::vector<JobSpec> specs;
+  std::vector<BatchItem> items(parsed.size());
   for (size_t i = 0; i < parsed.size(); ++i) {
     try {
-      specs.push_back(parse_job(parsed[i], policy));
+      items[i].spec = parse_job(parsed[i], policy);
     } catch (const BadRequest& error) {
-      throw BadRequest(fmt::format("request {} of the batch: {}", i, error.what()));
+      items[i].refused = error.what();
     }
   }
-  return specs;
+  return items;
 }
 
 }  // namespace kbv::serve

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -53,10 +54,17 @@ JobSpec parse_job(const nlohmann::json& body, const RequestPolicy& policy);
 // The same for the text of a body: malformed JSON is a BadRequest too.
 JobSpec parse_job_text(const std::string& body, const RequestPolicy& policy);
 
+// One request of a batch: its spec, or the reason it was refused (parse_job's).
+struct BatchItem {
+  std::optional<JobSpec> spec;
+  std::string refused;
+};
+
 // POST /v1/batches: `{"evaluations": [<request>, ...]}` or a bare list; each element as
-// parse_job, the refusal prefixed with its index. An empty list or one over `max_items` is
-// refused.
-std::vector<JobSpec> parse_batch_text(const std::string& body, const RequestPolicy& policy,
-                                      size_t max_items);
+// parse_job. A request refused costs only its own place (an RL step's one malformed completion
+// must not lose the others' rewards): it comes back with its reason. The batch as a whole is
+// refused (BadRequest) when it is not JSON, not a list, empty or over `max_items`.
+std::vector<BatchItem> parse_batch_text(const std::string& body, const RequestPolicy& policy,
+                                        size_t max_items);
 
 }  // namespace kbv::serve

@@ -229,7 +229,10 @@ void RayPool::take_line(const std::string& line, bool& ever_ready) {
     } else if (kind == "row") {
       store_row(event.at("row"), event.value("node", "?"));
     } else if (kind == "missing") {
-      give_up(event.value("keys", json::array()), event.value("why", "no result came back"));
+      // "fault": "problem" where the node's kbv could not evaluate the problem (the request's
+      // fault); a lost node, a failed kbv or unreadable files are the service's.
+      give_up(event.value("keys", json::array()), event.value("why", "no result came back"),
+              event.value("fault", "") == "problem" ? JobFailure::Request : JobFailure::Service);
     }
   } catch (const json::exception& error) {
     log(fmt::format("ray driver: an event that cannot be read ({}): skipped", error.what()));
@@ -281,13 +284,14 @@ void RayPool::store_row(json row, const std::string& node) {
                     row.value("verdict", "unknown")));
   } catch (const std::exception& error) {
     queue_.finish(job.id, JobStatus::Failed, key,
-                  fmt::format("the result could not be stored: {}", error.what()));
+                  fmt::format("the result could not be stored: {}", error.what()),
+                  /*from_store=*/false, JobFailure::Service);
   }
   std::lock_guard guard(lock_);
   resolved(key);
 }
 
-void RayPool::give_up(const json& keys, const std::string& why) {
+void RayPool::give_up(const json& keys, const std::string& why, JobFailure failure) {
   for (const auto& k : keys) {
     if (!k.is_string()) continue;
     const std::string key = k.get<std::string>();
@@ -301,7 +305,7 @@ void RayPool::give_up(const json& keys, const std::string& why) {
     // evaluation's UsageError), or the cluster kept losing its node: the job says why.
     log(fmt::format("job {} ({}): not evaluated: {}", flight->job.id, flight->job.spec.problem_name,
                     why));
-    queue_.finish(flight->job.id, JobStatus::Failed, key, why);
+    queue_.finish(flight->job.id, JobStatus::Failed, key, why, /*from_store=*/false, failure);
     std::lock_guard guard(lock_);
     resolved(key);
   }

@@ -68,7 +68,7 @@ class RayPool final : public Evaluators {
   void send_batch(std::vector<Job> jobs);
   void take_line(const std::string& line, bool& ever_ready);
   void store_row(nlohmann::json row, const std::string& node);
-  void give_up(const nlohmann::json& keys, const std::string& why);
+  void give_up(const nlohmann::json& keys, const std::string& why, JobFailure failure);
   void resolved(const std::string& key);  // a flight's end, under lock_
   void requeue_flights(const std::string& why);
   void set_cluster(const nlohmann::json& cluster);  // under lock_

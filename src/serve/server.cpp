@@ -116,6 +116,22 @@ int serve(const ServeOptions& options) {
   say(fmt::format("{}: draining: evaluations in flight finish, new work gets 503",
                   signal_number == SIGTERM ? "SIGTERM" : "SIGINT"));
   service.drain();
+  // A second signal stops at once (a drain waiting on a long evaluation, an operator who means
+  // it): the evaluations in flight are lost, their jobs still marked running in the queue, and
+  // the next start queues them again; the workers die with the process (PR_SET_PDEATHSIG).
+  // Copies: the thread outlives this function's frame.
+  std::thread([stop_signals, log] {
+    int again = 0;
+    sigwait(&stop_signals, &again);
+    if (log)
+      log(
+          fmt::format("{} again: stopping now; the evaluations in flight run again after the "
+                      "next start",
+                      again == SIGTERM ? "SIGTERM" : "SIGINT"));
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(128 + again);
+  }).detach();
   pool->join();
   if (builds) builds->stop();
   const size_t left = queue.queued();

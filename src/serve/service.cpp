@@ -82,6 +82,8 @@ std::variant<std::vector<std::string>, Answer> Service::accept(Parse&& parse) {
     return error_answer(503, error.what(), 10);
   } catch (const QueueFull& error) {
     return error_answer(429, error.what(), retry_after_s());
+  } catch (const LargerThanQueue& error) {
+    return error_answer(413, error.what());
   }
 }
 
@@ -101,9 +103,10 @@ Answer Service::submit(const std::string& body, bool wait) {
   job = queue_.wait(id, std::chrono::steady_clock::now() + limits_.max_wait);
   waiting_.fetch_sub(1);
   if (!job) return error_answer(500, "the job vanished from the queue");
+  // A problem the reference cannot evaluate is the request's fault (400); a result kbv could not
+  // store is its own (500): both with the failed job, whose `failure` says which.
   if (job->status == JobStatus::Failed) {
-    auto answer = Answer{400, job_json(*job)};
-    return answer;
+    return {job->failure == JobFailure::Request ? 400 : 500, job_json(*job)};
   }
   if (job->status == JobStatus::Done) return {200, job_json(*job)};
   // Not done within max_wait, or the service is draining with the job still queued (it runs
@@ -112,9 +115,39 @@ Answer Service::submit(const std::string& body, bool wait) {
 }
 
 Answer Service::submit_batch(const std::string& body) {
-  auto accepted = accept([&] { return parse_batch_text(body, policy_, limits_.max_batch); });
-  if (auto* refused = std::get_if<Answer>(&accepted)) return std::move(*refused);
-  return {202, {{"ids", std::get<std::vector<std::string>>(accepted)}}};
+  std::vector<BatchItem> items;
+  try {
+    items = parse_batch_text(body, policy_, limits_.max_batch);
+  } catch (const BadRequest& error) {
+    return error_answer(400, error.what());
+  }
+  // The requests refused one by one (an RL step's one malformed completion) cost only their own
+  // place: the others are queued, and the answer names each refused one by its index.
+  std::vector<JobSpec> specs;
+  std::vector<size_t> places;
+  json refused = json::array();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].spec) {
+      specs.push_back(std::move(*items[i].spec));
+      places.push_back(i);
+    } else {
+      refused.push_back({{"index", i}, {"error", items[i].refused}});
+    }
+  }
+  if (specs.empty()) {
+    return {400,
+            {{"error", fmt::format("every request of the batch was refused; request 0: {}",
+                                   items.front().refused)},
+             {"refused", refused}}};
+  }
+  auto accepted = accept([&] { return std::move(specs); });
+  if (auto* answer = std::get_if<Answer>(&accepted)) return std::move(*answer);
+  const auto& accepted_ids = std::get<std::vector<std::string>>(accepted);
+  json ids(items.size(), nullptr);
+  for (size_t k = 0; k < places.size(); ++k) ids[places[k]] = accepted_ids[k];
+  json out = {{"ids", ids}};
+  if (!refused.empty()) out["refused"] = refused;
+  return {202, out};
 }
 
 json Service::job_json(const Job& job) const {
@@ -123,7 +156,10 @@ json Service::job_json(const Job& job) const {
               {"from_store", job.from_store},
               {"result", nullptr},
               {"reward", nullptr}};
-  if (job.status == JobStatus::Failed) out["error"] = job.error;
+  if (job.status == JobStatus::Failed) {
+    out["error"] = job.error;
+    out["failure"] = std::string(to_string(job.failure));
+  }
   if (job.status == JobStatus::Done) {
     if (auto result = db_.get(job.store_key)) {
       out["reward"] = reward_of(*result);
@@ -133,6 +169,7 @@ json Service::job_json(const Job& job) const {
       // answer a result that is not there.
       out["status"] = "failed";
       out["error"] = "the result is no longer in the results database";
+      out["failure"] = "service";
     }
   }
   return out;
@@ -145,14 +182,22 @@ Answer Service::status(const std::string& id) const {
 }
 
 Answer Service::health() const {
+  // unavailable: no worker is left (every device failed its health check): new work gets 503
+  // until a restart. degraded: some are gone, the others take the work.
+  const size_t live = pool_.live_workers();
   const bool draining = queue_.closed();
+  const char* status = live == 0                 ? "unavailable"
+                       : draining                ? "draining"
+                       : live < pool_.capacity() ? "degraded"
+                                                 : "ok";
+  const bool refusing = live == 0 || draining;
   json body = {
-      {"status", draining ? "draining" : "ok"},
+      {"status", status},
       {"version", std::string(kVersion)},
       {"queue",
        {{"queued", queue_.queued()}, {"running", queue_.running()}, {"max", queue_.max_queued()}}}};
   body.update(pool_.health());
-  return {draining ? 503 : 200, body, draining ? 10 : 0};
+  return {refusing ? 503 : 200, body, refusing ? 10 : 0};
 }
 
 void Service::drain() { queue_.close(); }

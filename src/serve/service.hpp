@@ -37,15 +37,19 @@ class Service {
           BuildAhead* builds = nullptr);
 
   // POST /v1/evaluations: 202 {id, status} (200 and the job when it is answered from the store),
-  // or with `wait` 200 and the job once it is done (400 when its problem cannot be evaluated);
-  // 400 malformed, 429 queue full, 503 draining.
+  // or with `wait` 200 and the job once it is done (a failed job: 400 when its problem cannot be
+  // evaluated, 500 when kbv could not store its result); 400 malformed, 413 more than the queue
+  // ever holds, 429 queue full, 503 draining or no healthy device left.
   Answer submit(const std::string& body, bool wait);
-  // POST /v1/batches: 202 {ids: [...]} (all or nothing).
+  // POST /v1/batches: 202 {ids: [...], refused: [{index, error}]}: a request refused alone
+  // (malformed) has a null id and its reason, the others are queued (together: 413, 429 and 503
+  // refuse them all); 400 when the batch itself is malformed or every request is refused.
   Answer submit_batch(const std::string& body);
   // GET /v1/evaluations/{id}: {id, status, from_store, result, reward, error}; 404 unknown.
   Answer status(const std::string& id) const;
-  // GET /v1/health: status (ok, draining), version, queue, and where evaluations run (the
-  // evaluators': local devices and their threads, or the Ray cluster's nodes).
+  // GET /v1/health: status (ok; degraded: a device failed its health check, the others work;
+  // unavailable: none is left, 503; draining, 503), version, queue, and where evaluations run
+  // (the evaluators': local devices and their threads, or the Ray cluster's nodes).
   Answer health() const;
 
   // At start: the queued jobs a stopped server left go to the builds ahead.
@@ -59,8 +63,8 @@ class Service {
   // Accepted jobs' candidates go to the builds ahead of evaluation.
   void build_ahead(const std::vector<std::string>& ids);
   // The one place a submission is accepted or refused: the specs `parse` gives, queued (and
-  // sent to the builds ahead); their ids, or the refusal (400 malformed, 429 queue full, 503
-  // draining).
+  // sent to the builds ahead); their ids, or the refusal (400 malformed, 413 more than the queue
+  // holds, 429 queue full, 503 draining).
   template <typename Parse>
   std::variant<std::vector<std::string>, Answer> accept(Parse&& parse);
   nlohmann::json job_json(const Job& job) const;

@@ -2,6 +2,7 @@
 // durable queue (persisted before the id is answered, resumed after a restart, grouped by
 // problem), and the reward components of a result.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,8 @@
 #include "serve/job_spec.hpp"
 #include "serve/ray_pool.hpp"
 #include "serve/reward.hpp"
+#include "serve/service.hpp"
+#include "store/store.hpp"
 
 namespace {
 
@@ -191,14 +194,25 @@ TEST(ServeRequest, MalformedJsonAndBatchesAreRefused) {
               kbv::serve::parse_batch_text(two.dump(), policy(), 1);
             }).find("over this server's limit of 1"),
             std::string::npos);
-  two[1].erase("candidate");
-  EXPECT_NE(reason([&] {
-              kbv::serve::parse_batch_text(two.dump(), policy(), 10);
-            }).find("request 1 of the batch: 'candidate' is missing"),
-            std::string::npos);
   two[1] = valid();
   EXPECT_EQ(kbv::serve::parse_batch_text(json{{"evaluations", two}}.dump(), policy(), 10).size(),
             2u);
+}
+
+// One malformed request of a batch (an RL step's broken completion) is refused alone, with its
+// reason; the others are parsed as they would be on their own.
+TEST(ServeRequest, ABatchsMalformedRequestIsRefusedAlone) {
+  json batch = json::array({valid(), valid(), valid()});
+  batch[1].erase("candidate");
+  batch[2]["candidate"] = std::string("x = 1\0\n", 7);
+  const auto items = kbv::serve::parse_batch_text(batch.dump(), policy(), 10);
+  ASSERT_EQ(items.size(), 3u);
+  ASSERT_TRUE(items[0].spec);
+  EXPECT_TRUE(items[0].refused.empty());
+  EXPECT_FALSE(items[1].spec);
+  EXPECT_NE(items[1].refused.find("'candidate' is missing"), std::string::npos) << items[1].refused;
+  EXPECT_FALSE(items[2].spec);
+  EXPECT_NE(items[2].refused.find("NUL byte"), std::string::npos) << items[2].refused;
 }
 
 // --- the durable queue -----------------------------------------------------------------------
@@ -323,6 +337,68 @@ TEST(ServeQueue, AFullQueueRefusesAllOrNothingAndAClosedOneRefusesEverything) {
   EXPECT_EQ(queue.queued(), 2u);  // and loses none
 }
 
+// A batch that could never fit is told so (413 with the limit), not "full" (429): retrying it
+// would wait forever.
+TEST(ServeQueue, MoreJobsThanTheQueueEverHoldsIsNotAFullQueue) {
+  auto dir = fresh_dir("serve_queue_larger");
+  JobQueue queue(dir, policy(), 2);
+  try {
+    queue.submit({new_job("", "a = 1\n"), new_job("", "b = 1\n"), new_job("", "c = 1\n")});
+    FAIL() << "three jobs fit a queue of two";
+  } catch (const kbv::serve::LargerThanQueue& error) {
+    EXPECT_NE(std::string(error.what()).find("send at most 2 at a time"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(queue.queued(), 0u);
+  queue.submit({new_job("", "a = 1\n")});
+  EXPECT_THROW(queue.submit({new_job("", "b = 1\n"), new_job("", "c = 1\n")}),
+               kbv::serve::QueueFull);  // two fit an empty queue: later, not never
+}
+
+// A failed job says whose fault it is, across a restart; a queue written before the column
+// existed opens with its failed jobs the request's.
+TEST(ServeQueue, AFailuresOwnerIsKept) {
+  auto dir = fresh_dir("serve_queue_failure");
+  std::vector<std::string> ids;
+  {
+    JobQueue queue(dir, policy(), 10);
+    ids = queue.submit({new_job("", "a = 1\n"), new_job("", "b = 1\n")});
+    auto first = queue.take("");
+    queue.finish(first->id, JobStatus::Failed, first->store_key, "cannot load the problem");
+    auto second = queue.take("");
+    queue.finish(second->id, JobStatus::Failed, second->store_key, "disk full",
+                 /*from_store=*/false, kbv::serve::JobFailure::Service);
+  }
+  {
+    JobQueue queue(dir, policy(), 10);
+    EXPECT_EQ(queue.get(ids[0])->failure, kbv::serve::JobFailure::Request);
+    EXPECT_EQ(queue.get(ids[1])->failure, kbv::serve::JobFailure::Service);
+    EXPECT_EQ(queue.get(ids[1])->error, "disk full");
+  }
+  // The queue of an older kbv: no failure column.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir / "jobs.sqlite").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN failure", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  JobQueue queue(dir, policy(), 10);
+  EXPECT_EQ(queue.get(ids[1])->failure, kbv::serve::JobFailure::Request);
+  EXPECT_EQ(queue.get(ids[1])->status, JobStatus::Failed);
+}
+
+TEST(ServeQueue, AClosedQueueSaysWhy) {
+  auto dir = fresh_dir("serve_queue_closed_why");
+  JobQueue queue(dir, policy(), 10);
+  queue.close("no healthy device is left");
+  queue.close();  // the drain after it: the first reason stays
+  try {
+    queue.submit({new_job("", "a = 1\n")});
+    FAIL() << "a closed queue took work";
+  } catch (const kbv::serve::Draining& error) {
+    EXPECT_EQ(std::string(error.what()), "no healthy device is left");
+  }
+}
+
 TEST(ServeQueue, ABatchIsOneProblemsJobsThatGoTogether) {
   auto dir = fresh_dir("serve_queue_batch");
   JobQueue queue(dir, policy(), 10);
@@ -415,6 +491,113 @@ TEST(ServeRay, ABatchIsAShardInKbvRunsPlainLayout) {
   EXPECT_EQ(shard["tasks"][1]["key"], "k2");
   EXPECT_EQ(shard["tasks"][1]["relative"], "001_" + jobs[1].id + "/3_ReLU.py");
   EXPECT_EQ(shard["tasks"][1]["path"], fs::absolute(jobs[1].candidate_file).string());
+}
+
+// --- the service's answers ----------------------------------------------------------------------
+
+// Evaluators that evaluate nothing: the service's answers to submissions and health alone.
+class IdleEvaluators final : public kbv::serve::Evaluators {
+ public:
+  explicit IdleEvaluators(size_t capacity) : capacity_(capacity), live_(capacity) {}
+  void start() override {}
+  void join() override {}
+  json health() const override { return {{"workers", live_}}; }
+  size_t capacity() const override { return capacity_; }
+  size_t live_workers() const override { return live_; }
+  double recent_seconds_per_evaluation() const override { return 1.0; }
+  std::string describe() const override { return "idle"; }
+  size_t capacity_, live_;
+};
+
+struct ServiceFixture {
+  explicit ServiceFixture(const std::string& name, size_t max_queue = 10)
+      : dir(fresh_dir(name)),
+        db(dir / "results.sqlite"),
+        queue(dir / "queue", policy(), max_queue),
+        pool(2),
+        service(policy(), queue, db, pool, kbv::eval::EvalRequest{}, "cpu",
+                kbv::serve::ServiceLimits{}) {}
+  fs::path dir;
+  kbv::store::Store db;
+  JobQueue queue;
+  IdleEvaluators pool;
+  kbv::serve::Service service;
+};
+
+TEST(ServeService, ABatchQueuesItsGoodRequestsAndNamesTheRefusedOnes) {
+  ServiceFixture f("serve_service_batch");
+  json batch = json::array({valid(), valid(), valid()});
+  batch[0]["candidate"] = "a = 1\n";
+  batch[1]["candidate"] = std::string("b\0", 2);
+  batch[2]["candidate"] = "c = 1\n";
+  auto answer = f.service.submit_batch(batch.dump());
+  ASSERT_EQ(answer.status, 202) << answer.body.dump();
+  ASSERT_EQ(answer.body["ids"].size(), 3u);
+  EXPECT_TRUE(answer.body["ids"][0].is_string());
+  EXPECT_TRUE(answer.body["ids"][1].is_null());
+  EXPECT_TRUE(answer.body["ids"][2].is_string());
+  ASSERT_EQ(answer.body["refused"].size(), 1u);
+  EXPECT_EQ(answer.body["refused"][0]["index"], 1);
+  EXPECT_NE(answer.body["refused"][0]["error"].get<std::string>().find("NUL byte"),
+            std::string::npos);
+  EXPECT_EQ(f.queue.queued(), 2u);
+
+  // Every request refused: the batch is (400), with each reason.
+  json bad = json::array({batch[1], batch[1]});
+  answer = f.service.submit_batch(bad.dump());
+  EXPECT_EQ(answer.status, 400);
+  EXPECT_EQ(answer.body["refused"].size(), 2u);
+  EXPECT_NE(answer.body["error"].get<std::string>().find("every request of the batch"),
+            std::string::npos);
+  EXPECT_EQ(f.queue.queued(), 2u);
+}
+
+TEST(ServeService, ABatchLargerThanTheQueueIs413) {
+  ServiceFixture f("serve_service_413", 2);
+  json batch = json::array();
+  for (const char* c : {"a = 1\n", "b = 1\n", "c = 1\n"}) {
+    json r = valid();
+    r["candidate"] = c;
+    batch.push_back(r);
+  }
+  auto answer = f.service.submit_batch(batch.dump());
+  EXPECT_EQ(answer.status, 413);
+  EXPECT_EQ(answer.retry_after_s, 0);
+  EXPECT_NE(answer.body["error"].get<std::string>().find("at most 2"), std::string::npos);
+}
+
+TEST(ServeService, AFailedJobsAnswerSaysWhoseFault) {
+  ServiceFixture f("serve_service_failure");
+  auto ids = f.queue.submit({new_job("", "a = 1\n"), new_job("", "b = 1\n")});
+  auto first = f.queue.take("");
+  f.queue.finish(first->id, JobStatus::Failed, first->store_key, "the problem cannot load");
+  auto second = f.queue.take("");
+  f.queue.finish(second->id, JobStatus::Failed, second->store_key, "disk full", false,
+                 kbv::serve::JobFailure::Service);
+  EXPECT_EQ(f.service.status(ids[0]).body["failure"], "request");
+  EXPECT_EQ(f.service.status(ids[1]).body["failure"], "service");
+  EXPECT_EQ(f.service.status(ids[1]).body["error"], "disk full");
+}
+
+TEST(ServeService, HealthSaysDegradedThenUnavailable) {
+  ServiceFixture f("serve_service_health");
+  auto health = f.service.health();
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body["status"], "ok");
+  f.pool.live_ = 1;  // one device's thread left after a failed health check
+  health = f.service.health();
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body["status"], "degraded");
+  f.pool.live_ = 0;
+  health = f.service.health();
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.body["status"], "unavailable");
+  EXPECT_GT(health.retry_after_s, 0);
+  f.pool.live_ = 2;
+  f.service.drain();
+  health = f.service.health();
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.body["status"], "draining");
 }
 
 // --- reward components -------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from test_serve import HANGS, HONEST, IDENTITY, ZEROS, Server, http, request, sl
 from test_shard_merge import two_problem_suite
 
 sys.path.insert(0, str(REPO / "python"))
-from kbv.ray_run import Attempt, Shard, why_missing  # noqa: E402
+from kbv.ray_run import Attempt, Shard, problem_broken, why_missing  # noqa: E402
 from kbv.ray_serve import cluster_state, serve  # noqa: E402
 from kbv.ray_shard import (  # noqa: E402
     ShardError,
@@ -481,10 +481,13 @@ def test_the_node_side_reads_its_rows_through_kbv_export(tmp_path):
     assert why_missing(missing) == (
         "on 10.0.0.2: level1/3_ReLU.py: importing 3_ReLU.py raised RuntimeError: broken"
     )
+    assert problem_broken(missing)  # the request's fault under kbv serve --ray
     missing.output = ""
     assert why_missing(missing) == "on 10.0.0.2: kbv stored no result for it"
+    assert not problem_broken(missing)
     failed = Attempt(shard, 1, {"k"}, node="10.0.0.2", status=3, output="kbv: internal error")
     assert "ended with status 3" in why_missing(failed)
+    assert not problem_broken(failed)
 
 
 def test_a_killed_tasks_folder_is_reclaimed_by_the_next(tmp_path):
@@ -603,6 +606,7 @@ def test_a_shard_gives_up_after_its_attempts_or_on_its_own_failure(tmp_path, mon
     events = [e for e in queue.events() if e["event"] != "started"]
     assert [e["event"] for e in events] == ["missing"]
     assert events[0]["keys"] == ["k1"] and "lost 2 times" in events[0]["why"]
+    assert events[0]["fault"] == "harness"  # the cluster's, not the request's
     (tmp_path / "y").mkdir()
     queue.submit(planned_shard(tmp_path / "y", ["k2"]))
     (missing,) = [e for e in queue.events() if e["event"] != "started"]  # not retried
