@@ -1,16 +1,25 @@
 """A reward function for GRPO-style RL loops (TRL's GRPOTrainer, verl) backed by `kbv serve`.
 
 TRL calls reward functions as `f(completions, **dataset_columns) -> list[float]`, with one
-completion per sample and each dataset column repeated per sample; verl's custom reward takes the
-same information. Here the dataset has a `problem` column: the KernelBench problem's source.
+completion per sample and each dataset column repeated per sample: `kbv_reward`, with the
+dataset's `problem` column holding the KernelBench problem's source.
 
     from examples.rl.kbv_reward import kbv_reward
     trainer = GRPOTrainer(model=..., reward_funcs=[kbv_reward], train_dataset=dataset, ...)
 
+verl calls a custom reward function with keywords: per sample (its default reward manager)
+`compute_score(data_source, solution_str, ground_truth, extra_info)`, or per step with
+`reward_model.reward_manager=batch` `compute_score(data_sources, solution_strs, ground_truths,
+extra_infos)`: `compute_score` and `compute_score_batch` here, the problem's source as the
+sample's `ground_truth` (or `extra_info["problem"]`). Point `custom_reward_function.path` at this
+file and `custom_reward_function.name` at the one that matches the manager; the batch one sends a
+step's samples together.
+
 The service's address and token come from KBV_URL and KBV_TOKEN (or KBV_TOKEN_FILE). Every
 completion of a step goes to the service in one batch, so its samples of one problem share one
 warm reference session there; each is scored by `shaped_reward` (docs/serve.md, "Reward
-shaping").
+shaping"). A completion the service refuses alone (a NUL byte, over its size limit) scores 0
+and costs the others nothing.
 """
 
 from __future__ import annotations
@@ -94,3 +103,42 @@ def kbv_reward(
     ]
     jobs = iter(client.batch(requests) if requests else [])
     return [shaped_reward(next(jobs)) if code is not None else 0.0 for code in codes]
+
+
+def _problem_of(ground_truth: Any, extra_info: Any) -> str:
+    if isinstance(extra_info, dict) and isinstance(extra_info.get("problem"), str):
+        return extra_info["problem"]
+    if not isinstance(ground_truth, str):
+        raise TypeError(
+            "kbv's verl reward needs the problem's source as the sample's ground_truth "
+            f"(or extra_info['problem']), not {type(ground_truth).__name__}"
+        )
+    return ground_truth
+
+
+def compute_score(
+    data_source: Any = None,
+    solution_str: str = "",
+    ground_truth: Any = None,
+    extra_info: Any = None,
+    client: Client | None = None,
+    **kwargs: Any,
+) -> float:
+    """verl's per-sample custom reward: one completion, its problem's source as ground_truth."""
+    return kbv_reward([solution_str], _problem_of(ground_truth, extra_info), client=client)[0]
+
+
+def compute_score_batch(
+    data_sources: list[Any] | None = None,
+    solution_strs: list[str] | None = None,
+    ground_truths: list[Any] | None = None,
+    extra_infos: list[Any] | None = None,
+    client: Client | None = None,
+    **kwargs: Any,
+) -> list[float]:
+    """verl's batch reward manager: a step's completions in one request to the service."""
+    solutions = list(solution_strs or [])
+    truths = list(ground_truths or [None] * len(solutions))
+    extras = list(extra_infos or [None] * len(solutions))
+    problems = [_problem_of(g, e) for g, e in zip(truths, extras, strict=True)]
+    return kbv_reward(solutions, problems, client=client)

@@ -6,6 +6,7 @@ SIGTERM's drain followed by a restart that resumes the queued work."""
 from __future__ import annotations
 
 import json
+import math
 import select
 import signal
 import socket
@@ -67,7 +68,9 @@ def fails_once(tag: str) -> str:
 class Server:
     """A `kbv serve` process on a free loopback port, its log in a file."""
 
-    def __init__(self, tmp: Path, cache_dir: Path, *extra: str, db: Path | None = None):
+    def __init__(
+        self, tmp: Path, cache_dir: Path, *extra: str, db: Path | None = None, port: int = 0
+    ):
         self.tmp = tmp
         self.db = db or tmp / "serve.sqlite"
         self.token_file = tmp / "token"
@@ -77,7 +80,7 @@ class Server:
             kbv_binary(),
             "serve",
             "--port",
-            "0",
+            str(port),
             "--token-file",
             str(self.token_file),
             "--db",
@@ -106,8 +109,10 @@ class Server:
     def client(self, **kw) -> Client:
         return Client(self.url, TOKEN, **kw)
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 120) -> int:
-        if self.process.poll() is None:
+    def stop(self, sig: int | None = signal.SIGTERM, timeout: float = 120) -> int:
+        """Sends `sig` (None: already sent; a second SIGTERM would stop the drain at once) and
+        waits for the exit status."""
+        if sig is not None and self.process.poll() is None:
             self.process.send_signal(sig)
         return self.process.wait(timeout=timeout)
 
@@ -160,8 +165,17 @@ def test_every_error_code_has_a_reason(server):
     assert status == 413 and "400000 bytes" in body["error"]
     status, body, _ = http(server, "GET", "/v1/evaluations/0123abcd")
     assert status == 404
+    # A batch's malformed request is refused alone (an RL step's broken completion must not cost
+    # the others their rewards); a batch of nothing but malformed requests is refused whole.
     status, body, _ = http(server, "POST", "/v1/batches", [request(HONEST), {"problem": RELU}])
-    assert status == 400 and "request 1 of the batch" in body["error"]
+    assert status == 202, body
+    assert isinstance(body["ids"][0], str) and body["ids"][1] is None
+    assert body["refused"] == [{"index": 1, "error": "'candidate' is missing: the candidate's "
+                                "Python source"}]  # fmt: skip
+    status, body, _ = http(server, "POST", "/v1/batches", [{"problem": RELU}])
+    assert status == 400 and "every request of the batch was refused" in body["error"]
+    status, body, _ = http(server, "POST", "/v1/batches", b"[]")
+    assert status == 400 and "empty" in body["error"]
 
 
 def test_a_problem_the_reference_cannot_load_is_a_400_with_the_reason(server):
@@ -212,8 +226,12 @@ def test_a_repeat_is_answered_from_the_store(server):
 
 def test_hostile_and_hanging_candidates_cost_only_their_own_result(server):
     client = server.client()
-    hang = client.submit(RELU, HANGS, **OPTIONS, timeout=3)
+    hang = client.submit(RELU, HANGS, **OPTIONS, timeout=20)
     others = [client.submit(RELU, c, **OPTIONS) for c in (KILLS_PARENT, GHOST, HONEST)]
+    # The others are evaluated while the hanging one still runs (its thread held, not the
+    # service): the first of them is done with the hang not yet timed out.
+    client.result(others[0])
+    assert client.result(hang, wait=False)["status"] == "running"
     results = [client.result(i)["result"] for i in others]
     assert [r["verdict"] for r in results] == ["incorrect", "rejected", "correct"]
     hung = client.result(hang)
@@ -268,17 +286,22 @@ def test_a_slow_loris_does_not_block_others(server):
                 if stop.is_set():
                     return
                 sock.send(bytes([byte]))
-                time.sleep(0.1)
+                time.sleep(0.5)
 
     thread = threading.Thread(target=loris)
     thread.start()
     try:
         time.sleep(0.3)  # the slow client holds its connection from here on
-        started = time.monotonic()
-        assert http(server, "GET", "/v1/health")[0] == 200
-        status, body, _ = http(server, "POST", "/v1/evaluations", request(HONEST))
-        assert status == 200 and body["from_store"]
-        assert time.monotonic() - started < 5
+        # For longer than the server's 10 s read timeout: each byte in time keeps the connection,
+        # and the others are answered at once all along.
+        until = time.monotonic() + 11
+        while time.monotonic() < until:
+            started = time.monotonic()
+            assert http(server, "GET", "/v1/health")[0] == 200
+            status, body, _ = http(server, "POST", "/v1/evaluations", request(HONEST))
+            assert status == 200 and body["from_store"]
+            assert time.monotonic() - started < 5
+            time.sleep(1)
         assert thread.is_alive()  # still dribbling its headers meanwhile
     finally:
         stop.set()
@@ -302,7 +325,8 @@ def test_batch_health_and_the_rl_reward_example(server):
         "idle threads",
     )
     assert health["workers"] == 2
-    assert health["devices"] == [{"device": "cpu", "workers": 2, "busy": 0}]
+    assert health["status"] == "ok"
+    assert health["devices"] == [{"device": "cpu", "workers": 2, "busy": 0, "healthy": True}]
     assert set(health["queue"]) == {"queued", "running", "max"}
 
     rl.REQUEST_OPTIONS = dict(OPTIONS)
@@ -312,8 +336,19 @@ def test_batch_health_and_the_rl_reward_example(server):
         "no code at all",
         f"```python\n{GHOST}```",
     ]
-    rewards = rl.kbv_reward(completions, RELU, client=server.client())
-    assert rewards == [1.0, 0.1, 0.0, -1.0]
+    broken = f"```python\n{HONEST}\x00```"  # a NUL byte: refused alone by the service
+    rewards = rl.kbv_reward([*completions, broken], RELU, client=server.client())
+    assert rewards == [1.0, 0.1, 0.0, -1.0, 0.0]
+    # verl's shapes: per sample, and its batch reward manager's, the problem as ground truth.
+    assert rl.compute_score("kernelbench", completions[0], RELU, client=server.client()) == 1.0
+    batch = rl.compute_score_batch(
+        data_sources=["kernelbench"] * 3,
+        solution_strs=[completions[0], "no code", completions[3]],
+        ground_truths=[RELU, RELU, None],
+        extra_infos=[None, None, {"problem": RELU}],
+        client=server.client(),
+    )
+    assert batch == [1.0, 0.0, -1.0]
 
 
 def test_queue_full_is_429_and_the_client_retries(tmp_path, cache_dir):
@@ -343,22 +378,82 @@ def test_sigterm_drains_and_a_restart_resumes(tmp_path, cache_dir):
     in_flight = client.submit(RELU, slow_candidate(3, "drain-a"), **SLOW)
     queued = [client.submit(RELU, slow_candidate(0.1, f"drain-{k}"), **SLOW) for k in "bc"]
     wait_for(lambda: client.result(in_flight, wait=False)["status"] == "running", 120, "running")
+    # A client holding its connection (?wait=1) for a job queued behind: the drain answers it
+    # 202 (queued, for after the restart), and the client polls through the restart to its result.
+    held: dict = {}
+    holder = threading.Thread(
+        target=lambda: held.update(
+            job=s.client(max_retry_wait=1).evaluate(RELU, slow_candidate(0.1, "drain-held"), **SLOW)
+        )
+    )
+    holder.start()
+    wait_for(lambda: http(s, "GET", "/v1/health")[1]["queue"]["queued"] == 3, 60, "held job queued")
     s.process.send_signal(signal.SIGTERM)
     wait_for(lambda: http(s, "GET", "/v1/health")[0] == 503, 120, "draining")
     status, body, headers = http(s, "POST", "/v1/evaluations", request(HONEST))
     assert status == 503 and "draining" in body["error"] and headers["Retry-After"]
-    assert s.stop() == 0
-    assert "drained: 2 queued jobs kept" in s.log.read_text()
+    status, body, _ = http(s, "POST", "/v1/batches", [request(HONEST)])
+    assert status == 503 and "draining" in body["error"]
+    assert s.stop(None) == 0
+    assert "drained: 3 queued jobs kept" in s.log.read_text()
 
-    restarted = Server(tmp_path, cache_dir, db=s.db)
+    restarted = Server(tmp_path, cache_dir, db=s.db, port=int(s.port))  # where the client waits
     try:
         client = restarted.client()
         done = client.result(in_flight, wait=False)
         assert done["status"] == "done" and done["result"]["verdict"] == "correct"
         for job_id in queued:
             assert client.result(job_id)["result"]["verdict"] == "correct"
+        holder.join(timeout=300)
+        assert held["job"]["status"] == "done", held
+        assert held["job"]["result"]["verdict"] == "correct"
     finally:
         assert restarted.stop() == 0
+
+
+def test_a_second_sigterm_stops_at_once_and_the_restart_runs_the_job_again(tmp_path, cache_dir):
+    """A drain waiting on a long evaluation: a second signal ends the service now; the job that
+    was running is queued again at the next start and evaluated there."""
+    s = Server(tmp_path, cache_dir)
+    long = s.client().submit(RELU, slow_candidate(30, "second-signal"), **SLOW)
+    wait_for(lambda: s.client().result(long, wait=False)["status"] == "running", 120, "running")
+    s.process.send_signal(signal.SIGTERM)
+    wait_for(lambda: http(s, "GET", "/v1/health")[0] == 503, 60, "draining")
+    started = time.monotonic()
+    assert s.stop(signal.SIGTERM, timeout=20) == 128 + signal.SIGTERM
+    assert time.monotonic() - started < 10
+    assert "SIGTERM again: stopping now" in s.log.read_text()
+    restarted = Server(tmp_path, cache_dir, db=s.db)
+    try:
+        status, body, _ = http(restarted, "GET", f"/v1/evaluations/{long}")
+        assert status == 200 and body["status"] in ("queued", "running"), body
+    finally:
+        restarted.process.kill()  # its 30 s import need not finish
+        restarted.process.wait()
+
+
+def test_timed_evaluations_carry_the_reward_components(server):
+    """With timing on (the quick profile): the speedup against the TF32 baseline with its
+    interval, the peak-memory ratio, and the shaped reward of a correct sample at least 1."""
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from examples.rl.kbv_reward import shaped_reward
+
+    timed = {"draws": 2, "profile": "quick", "problem_name": "level1/3_ReLU"}
+    job = server.client().evaluate(RELU, HONEST, **timed)
+    assert job["status"] == "done" and job["result"]["verdict"] == "correct", job
+    reward = job["reward"]
+    speedup = reward["speedup"]
+    assert speedup["ci_low"] <= speedup["value"] <= speedup["ci_high"], speedup
+    assert isinstance(speedup["tie"], bool)
+    assert reward["memory_ratio"] > 0
+    # The recipe (docs/serve.md): 1 for correct, plus log2 of the interval's low end (0 to 2,
+    # nothing for a tie), less up to 0.5 for raising peak memory.
+    bonus = 0.0 if speedup["tie"] else min(2.0, max(0.0, math.log2(speedup["ci_low"])))
+    penalty = min(0.5, 0.1 * math.log2(reward["memory_ratio"])) if reward["memory_ratio"] > 1 else 0
+    assert shaped_reward(job) == pytest.approx(1.0 + bonus - penalty)
+    assert 0.5 <= shaped_reward(job) <= 3.0
 
 
 def test_refuses_to_start_without_a_token(tmp_path):
