@@ -226,7 +226,7 @@ def test_a_repeat_is_answered_from_the_store(server):
 
 def test_hostile_and_hanging_candidates_cost_only_their_own_result(server):
     client = server.client()
-    hang = client.submit(RELU, HANGS, **OPTIONS, timeout=20)
+    hang = client.submit(RELU, HANGS, **OPTIONS, timeout=30)
     others = [client.submit(RELU, c, **OPTIONS) for c in (KILLS_PARENT, GHOST, HONEST)]
     # The others are evaluated while the hanging one still runs (its thread held, not the
     # service): the first of them is done with the hang not yet timed out.
