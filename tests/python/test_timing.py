@@ -94,7 +94,10 @@ def test_cpu_secondary_figures():
     # first (one host-inclusive call more, so that each figure has the 4 asked for).
     if result["hot_batch"] > 1:
         assert result["hot_method"] == "cpu_back_to_back"
-        assert len(result["host_inclusive_ms"]) == 4
+        # Four, or five where a slow first call (a batch of its own) started the pairing and the
+        # median of the calls after it, fast, undid it (CI, 2026-12-06: 1.6 ms, then 0.3 ms).
+        host = result["host_inclusive_ms"]
+        assert len(host) == 4 or (len(host) == 5 and timing._hot_batch(host[0]) == 1), host
     else:
         assert result["hot_method"] == "cpu_per_host_inclusive_call"
         assert len(result["host_inclusive_ms"]) == 5
