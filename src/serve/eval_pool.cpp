@@ -77,6 +77,7 @@ json EvalPool::threads_json() const {
 json EvalPool::health() const {
   const json threads = threads_json();
   json devices = json::array();  // in the order --devices names them, each once
+  size_t live_total = 0;         // from the same snapshot as the devices' figures
   for (const auto& t : threads) {
     const auto device = t["device"].get<std::string>();
     auto d = std::find_if(devices.begin(), devices.end(),
@@ -88,11 +89,12 @@ json EvalPool::health() const {
     // Workers still taking work; a device whose threads all left after a failed health check
     // says healthy: false.
     const bool live = t["healthy"].get<bool>();
+    live_total += live ? 1 : 0;
     (*d)["workers"] = (*d)["workers"].get<int>() + (live ? 1 : 0);
     (*d)["healthy"] = (*d)["healthy"].get<bool>() || live;
     (*d)["busy"] = (*d)["busy"].get<int>() + (t["job"].is_null() ? 0 : 1);
   }
-  return {{"devices", devices}, {"workers", live_workers()}, {"threads", threads}};
+  return {{"devices", devices}, {"workers", live_total}, {"threads", threads}};
 }
 
 std::string EvalPool::describe() const {
