@@ -526,6 +526,11 @@ class Evaluation {
     if (memory_.held() && held_memory_bytes() >= wanted) return;
     std::optional<MemoryLedger::Reservation> more;
     if (memory_.held()) more = ledger.try_reserve(wanted - held_memory_bytes());
+    // Not at once: waited for beside what is held, which the cases drawn so far are using (only
+    // where no other evaluation waits to grow; else given back and waited for anew).
+    if (!more && memory_.held() && memory_more_.empty()) {
+      more = workers.grow_memory(memory_, wanted - held_memory_bytes());
+    }
     if (more) {
       memory_more_.push_back(std::move(*more));
     } else {

@@ -53,6 +53,29 @@ MemoryLedger::Reservation WorkerExchange::reserve_memory(double bytes, double de
   return reservation;
 }
 
+std::optional<MemoryLedger::Reservation> WorkerExchange::grow_memory(
+    const MemoryLedger::Reservation& held, double more) {
+  if (!gate_) return std::nullopt;
+  MemoryLedger& ledger = gate_->memory();
+  json detail;
+  if (!orchestrate::call_trace_path().empty()) {
+    detail = {{"bytes", held.bytes() + more},
+              {"held", held.bytes()},
+              {"grows", true},
+              {"capacity", ledger.capacity()},
+              {"reserved_before", ledger.reserved_bytes()},
+              {"waiting_before", ledger.waiting()}};
+  }
+  auto t = Clock::now();
+  auto since = std::chrono::system_clock::now();
+  auto grown = ledger.grow(held, more);
+  if (!grown) return grown;  // another evaluation waits to grow: nothing waited here
+  const double waited = seconds_since(t);
+  gate_wait_[stage_] += waited;
+  trace_wait("wait_memory", since, waited, std::move(detail));
+  return grown;
+}
+
 Response WorkerExchange::reference(const json& request) {
   auto call = [this](const json& sent) {
     auto hold = enter_gate(false);

@@ -41,6 +41,8 @@ bool MemoryLedger::admissible(std::uint64_t ticket, double bytes) const {
   if (!fits) return false;
   if (waiters_.empty() || waiters_.front().ticket == ticket) return true;
   const Waiter& oldest = waiters_.front();
+  // What grows holds memory in use: nothing passes it that would not leave it its room.
+  if (oldest.grows) return reserved_ + bytes + oldest.bytes <= capacity_;
   // Within the window anything that fits passes the oldest waiter.
   if (now_() - oldest.since < kPassingWindow) return true;
   // After it, only what leaves the oldest its room once the holders it found have gone.
@@ -99,6 +101,35 @@ MemoryLedger::Reservation MemoryLedger::reserve(double bytes) {
     return std::move(*reservation);
   }
   return admit(bytes);
+}
+
+std::optional<MemoryLedger::Reservation> MemoryLedger::grow(const Reservation& held, double more) {
+  more = std::max(0.0, more);
+  std::unique_lock lock(mutex_);
+  if (capacity_ <= 0) return Reservation(nullptr, 0);
+  auto mine = held.ledger_ == this ? held_.find(held.serial_) : held_.end();
+  if (mine == held_.end() || growing_) return std::nullopt;
+  more = std::min(more, std::max(0.0, capacity_ - mine->second));
+  auto fits = [&] { return reserved_ + more <= capacity_; };
+  if (fits()) return admit(more);
+  const std::uint64_t ticket = next_ticket_++;
+  growing_ = true;
+  // First in the queue: the waiter it puts second counts as passed only what comes after it.
+  waiters_.push_front({ticket, more, now_(), next_serial_, /*grows=*/true});
+  while (!fits()) changed_.wait_for(lock, std::chrono::seconds(1));
+  std::optional<Reservation> reservation;
+  try {
+    reservation.emplace(admit(more));
+  } catch (...) {
+    growing_ = false;
+    leave_queue(ticket);
+    changed_.notify_all();
+    throw;
+  }
+  growing_ = false;
+  leave_queue(ticket);
+  changed_.notify_all();
+  return reservation;
 }
 
 std::optional<MemoryLedger::Reservation> MemoryLedger::try_reserve(double bytes) {

@@ -54,6 +54,7 @@ class MemoryLedger {
     double bytes() const { return bytes_; }  // as granted (at most the capacity)
 
    private:
+    friend class MemoryLedger;
     MemoryLedger* ledger_ = nullptr;
     double bytes_ = 0;
     std::uint64_t serial_ = 0;  // its place in the order of admission
@@ -61,6 +62,17 @@ class MemoryLedger {
 
   // Waits until `bytes` (clamped to the capacity) fit beside the reservations held.
   Reservation reserve(double bytes);
+  // `more` bytes beside `held` (a reservation of this ledger, kept meanwhile), waiting until they
+  // fit: for an evaluation whose first draw measured more than it reserved. It goes before every
+  // other waiter, and nothing passes it that would not leave it its room: the memory it holds is
+  // in use on the device, and it frees that soonest. Given back and waited for anew (reserve()),
+  // that memory would be in no one's account while the wait lasts, and the next evaluation to
+  // take the whole ledger would draw into a device still holding it: session 31's H100 audit ran
+  // out of device memory three times in 13 s so, beside a matmul that had given back its 28 GB,
+  // its drawn cases still on the device, to wait for 52. Clamped so that `held` and `more` together
+  // are at most the capacity. nullopt, at once, while another evaluation waits to grow: two holding
+  // what the other waits for would wait forever; the caller then gives back and waits anew.
+  std::optional<Reservation> grow(const Reservation& held, double more);
   // `bytes` now, or nothing: never waits, never clamps (more than the capacity is refused), and
   // never takes room the passing rule keeps for the oldest waiter. For work that is worth doing
   // only when it is free to do (a reference drawn ahead of its evaluation). Unlimited: always
@@ -96,8 +108,10 @@ class MemoryLedger {
     // The first admission serial after it became the oldest waiter: reservations from there on
     // passed it; the ones before are those it waits for.
     std::uint64_t passed_from;
+    bool grows = false;  // holds a reservation it keeps while it waits (grow())
   };
-  std::deque<Waiter> waiters_;  // oldest first
+  std::deque<Waiter> waiters_;  // oldest first (a waiter that grows goes first)
+  bool growing_ = false;        // a grow() waits
   std::chrono::steady_clock::time_point (*now_)() = &std::chrono::steady_clock::now;
 };
 

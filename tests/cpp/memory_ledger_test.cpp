@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 using kbv::eval::MemoryLedger;
@@ -233,4 +234,80 @@ TEST(MemoryLedger, AnUnlimitedLedgerGrantsEveryTry) {
   auto a = ledger.try_reserve(1e15);
   ASSERT_TRUE(a.has_value());
   EXPECT_FALSE(a->held());
+}
+
+// An evaluation whose first draw measured more than it reserved keeps what it holds while it
+// waits for the rest: its drawn cases use that memory (session 31's H100 audit: given back and
+// waited for anew, a matmul's drawn cases were in no one's account, and three evaluations that took
+// the whole ledger meanwhile ran out of device memory).
+TEST(MemoryLedger, AGrowthWaitsBesideWhatItHolds) {
+  MemoryLedger ledger(100 * GB);
+  auto mine = ledger.reserve(40 * GB);
+  auto other = ledger.reserve(50 * GB);
+  std::optional<MemoryLedger::Reservation> grown;
+  std::thread t([&] { grown = ledger.grow(mine, 30 * GB); });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(grown.has_value());
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 90 * GB);  // what it holds stays accounted
+  other.release();
+  t.join();
+  ASSERT_TRUE(grown.has_value());
+  EXPECT_DOUBLE_EQ(grown->bytes(), 30 * GB);
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 70 * GB);
+  EXPECT_EQ(ledger.waiting(), 0);
+}
+
+TEST(MemoryLedger, NothingPassesAGrowthThatWouldNotLeaveItItsRoom) {
+  MemoryLedger ledger(100 * GB);
+  auto mine = ledger.reserve(40 * GB);
+  auto other = ledger.reserve(50 * GB);
+  std::optional<MemoryLedger::Reservation> grown;
+  std::thread grower([&] { grown = ledger.grow(mine, 30 * GB); });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  // 10 GB fit now, but would leave the growth 0 of its 30 once `other` goes: it waits, even
+  // within the passing window, and a try is refused.
+  EXPECT_FALSE(ledger.try_reserve(10 * GB).has_value());
+  std::atomic<bool> small_granted{false};
+  std::thread small([&] {
+    auto r = ledger.reserve(10 * GB);
+    small_granted = true;
+    EXPECT_TRUE(grown.has_value());  // admitted after the growth
+  });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 2; }));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(small_granted);
+  other.release();
+  grower.join();
+  small.join();
+  EXPECT_TRUE(small_granted);
+  EXPECT_DOUBLE_EQ(grown->bytes(), 30 * GB);
+}
+
+TEST(MemoryLedger, ASecondGrowthIsRefusedAtOnceWhileOneWaits) {
+  MemoryLedger ledger(100 * GB);
+  auto a = ledger.reserve(45 * GB);
+  auto b = ledger.reserve(45 * GB);
+  std::optional<MemoryLedger::Reservation> a_grown;
+  std::thread t([&] { a_grown = ledger.grow(a, 50 * GB); });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  // Each holding what the other waits for would wait forever: the second is told at once.
+  EXPECT_FALSE(ledger.grow(b, 50 * GB).has_value());
+  b.release();  // what its caller then does: gives back and waits anew (reserve)
+  t.join();
+  ASSERT_TRUE(a_grown.has_value());
+  EXPECT_DOUBLE_EQ(a_grown->bytes(), 50 * GB);
+}
+
+TEST(MemoryLedger, AGrowthIsClampedToTheCapacityAndNeedsAReservationOfItsLedger) {
+  MemoryLedger ledger(100 * GB);
+  auto mine = ledger.reserve(60 * GB);
+  auto grown = ledger.grow(mine, 300 * GB);  // nothing else held: granted at once, clamped
+  ASSERT_TRUE(grown.has_value());
+  EXPECT_DOUBLE_EQ(grown->bytes(), 40 * GB);
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 100 * GB);
+  MemoryLedger elsewhere(100 * GB);
+  auto foreign = elsewhere.reserve(10 * GB);
+  EXPECT_FALSE(ledger.grow(foreign, 1 * GB).has_value());
+  EXPECT_FALSE(ledger.grow(MemoryLedger::Reservation(), 1 * GB).has_value());
 }
