@@ -14,15 +14,16 @@
 #   sleep 2; bench/device_collect.sh s30 570          (then again at once after each return)
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-S=/tmp/s30 TOTAL=${1:-1400}
+S=${PLAN_DIR:-/tmp/s30} TOTAL=${1:-1400}
 source bench/device_plan.sh
 
 H200=0
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && H200=1
-DB=$([ $H200 = 1 ] && echo audit-s29-h200 || echo audit-s27)
+DB=$([ $H200 = 1 ] && echo "${SEED_H200:-audit-s29-h200}" || echo "${SEED_H100:-audit-s27}")
 # The two databases as their sessions committed them (carrying .kbrun too would pass the tool's
 # 64 MiB with the tree); a later call of this plan finds $S/audit.sqlite and goes on with it.
-SEED=$([ $H200 = 1 ] && echo h200-2026-12-06-s29 || echo h100-2026-12-06-s27)
+# (A later plan names later ones: SEED_H200, SEED_H100, folders of docs/results.)
+SEED=$([ $H200 = 1 ] && echo "${SEED_H200:-h200-2026-12-06-s29}" || echo "${SEED_H100:-h100-2026-12-06-s27}")
 [ -f $S/audit.sqlite ] || gunzip -c docs/results/$SEED/audit.sqlite.gz > $S/audit.sqlite
 t=$(date +%s)
 KBV_TRACE_CALLS=$S/trace.jsonl timeout $(limit $(( TOTAL - 60 ))) build/kbv audit --problems .kb \
