@@ -71,6 +71,10 @@ struct DeferredRetry {
   size_t index;
   std::string first_attempt;  // its verdict and reason, for the evaluated_alone flag
   double built_in = 0;        // its build ahead's seconds
+  // Started when it was deferred, while the device drains (DeviceThread::start_retry_ahead): its
+  // problem loaded on the host and its candidate's worker; either may be null (started then).
+  std::unique_ptr<eval::ReferenceSession> session;
+  std::shared_ptr<CandidateWorker> worker;
 };
 
 // What the device threads of one run share. Everything but the gates, the build board, the store
@@ -272,16 +276,34 @@ class DeviceThread {
   void run_waiting_retries() {
     run_.alone.run_waiting(
         device_, [&] { let_kept_work_go(); },
-        [&](const DeferredRetry& deferred) { evaluate_alone(deferred); });
+        [&](DeferredRetry& deferred) { evaluate_alone(deferred); });
+  }
+
+  // A deferred retry's problem loaded (on the host, as a postponed task's is) and its
+  // candidate's worker started now, while the evaluations in progress on the device finish:
+  // the retry alone then starts drawing at once. Started there, 2_ShallowWideMLP's retry alone
+  // spent 34 s on the two loads, one after the other, with the device idle (session 31).
+  void start_retry_ahead(DeferredRetry& retry) {
+    try {
+      retry.session = eval::start_reference_session(request_for(retry.index), /*load_only=*/true);
+    } catch (const std::exception&) {
+      // Started again, and its failure reported, in the retry's evaluation.
+    }
+    retry.worker = try_start_candidate_worker(retry.index);
   }
 
   // A task whose first attempt failed with the device shared, evaluated again once the
   // evaluations in progress on the device have finished: the device and all of its memory to
   // itself. (The gate alone stops the others' calls, not their cases and allocator caches: a
   // retried attention problem ran out of memory again with 7 GB of the H200 free, session 11.)
-  void evaluate_alone(const DeferredRetry& deferred) {
+  void evaluate_alone(DeferredRetry& deferred) {
     EvalRequest eval = request_for(deferred.index);
     place_alone(eval);
+    if (deferred.session) {
+      reference_.ahead[fs::absolute(task(deferred.index).problem.path)] =
+          std::move(deferred.session);
+    }
+    eval.placement.prestarted = std::move(deferred.worker);
     auto result = evaluate_guarded(deferred.index, eval);
     if (!result) return;
     mark_evaluated_alone(*result, deferred.first_attempt);
@@ -368,7 +390,9 @@ class DeviceThread {
     if (!result) return true;
     if (needs_retry_alone(*result, evaluations_on_device_, draws_ahead_beside(device_))) {
       const std::string first = first_attempt(*result);
-      run_.alone.defer(device_, {i, first, built_in});
+      DeferredRetry retry{i, first, built_in, nullptr, nullptr};
+      start_retry_ahead(retry);
+      run_.alone.defer(device_, std::move(retry));
       std::lock_guard guard(run_.lock);
       run_.log(fmt::format("{} {} on {}: {}; evaluated again alone once the others are done",
                            t.candidate.run, t.candidate.path.filename().string(), device_, first));

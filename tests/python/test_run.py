@@ -314,6 +314,10 @@ def test_several_evaluations_per_device_give_the_same_verdicts(tmp_path, cache_d
     assert correct and all(r["speedup"].get("vs_tf32") for r in correct)
     (hang,) = by_verdict["timeout"]
     assert "evaluated_alone" in {f["id"] for f in hang["flags"]}
+    # Its problem loaded and its candidate's worker started while the others finished, not after
+    # the drain with the device idle (DeviceThread::start_retry_ahead).
+    assert hang["candidate"].get("worker_started_ahead") is True
+    assert hang["problem"]["reference"].get("started_ahead") is True
     # Evaluated again with no other evaluation running (their memory gone from the device): no
     # other result was stored while the second attempt ran (finished_at has 1 s resolution).
     with sqlite3.connect(three) as con:
