@@ -2,6 +2,8 @@
 // here the workers are reached and what they return judged), the roofline floor, and memory.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "eval/measurement.hpp"
 #include "eval/phases.hpp"
 #include "judge/roofline.hpp"
@@ -134,6 +136,16 @@ json check_roofline(CandidateSide& side, bool cuda, const std::string& device_na
   return record;
 }
 
+std::optional<double> memory_peak_ratio(double candidate_peak, double reference_peak,
+                                        const std::string& method) {
+  if (method.starts_with("process_peak_rss")) {
+    candidate_peak = std::max(candidate_peak, kHostPeakResolutionBytes);
+    reference_peak = std::max(reference_peak, kHostPeakResolutionBytes);
+  }
+  if (!(reference_peak > 0)) return std::nullopt;
+  return candidate_peak / reference_peak;
+}
+
 MemoryRecord measure_memory(CandidateSide& side, json& session_memory) {
   MemoryRecord out;
   side.say("measuring memory");
@@ -149,11 +161,12 @@ MemoryRecord measure_memory(CandidateSide& side, json& session_memory) {
     session_memory = ref.result;
   }
   const json& ref = session_memory;
-  double cand_peak = cand.result.value("peak_bytes", 0.0);
-  double ref_peak = ref.value("peak_bytes", 0.0);
+  const auto ratio =
+      memory_peak_ratio(cand.result.value("peak_bytes", 0.0), ref.value("peak_bytes", 0.0),
+                        cand.result.value("method", ""));
   out.memory = {{"candidate_peak_bytes", cand.result["peak_bytes"]},
                 {"reference_peak_bytes", ref["peak_bytes"]},
-                {"peak_ratio", ref_peak > 0 ? json(cand_peak / ref_peak) : json(nullptr)},
+                {"peak_ratio", ratio ? json(*ratio) : json(nullptr)},
                 {"candidate_persistent_bytes", cand.result["persistent_bytes"]},
                 {"reference_persistent_bytes", ref["persistent_bytes"]},
                 {"method", cand.result["method"]},

@@ -95,6 +95,16 @@ nlohmann::json check_roofline(CandidateSide& side, bool cuda, const std::string&
                               const std::vector<double>& candidate_samples,
                               nlohmann::json& session_roofline);
 
+// The candidate's peak over the reference's, `peak_ratio` in result.memory; nullopt without a
+// reference peak. Measured on the host (resident-set growth, `process_peak_rss`), a peak under
+// kHostPeakResolutionBytes counts as that much: page faults and the allocator's reuse decide
+// figures that small (an honest CPU ReLU with a 64 KiB output: 213 KB against the reference's
+// 82 KB, a ratio of 2.6 from nothing the candidate did), and a reward that charges for raised
+// memory would charge for them. Device figures (the memory trace) are exact and taken as they are.
+inline constexpr double kHostPeakResolutionBytes = 1 << 20;
+std::optional<double> memory_peak_ratio(double candidate_peak, double reference_peak,
+                                        const std::string& method);
+
 struct MemoryRecord {
   nlohmann::json memory = nullptr;  // result.memory
   std::optional<judge::FailedStage> failed;
