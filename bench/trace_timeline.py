@@ -7,7 +7,7 @@ since session 25; `wait_load`, a device thread awaiting a problem's load before 
 task, since session 26) are not calls: they are summed apart, and the time with no call in
 flight is split by the waits in flight then.
 
-    python3 bench/trace_timeline.py trace.jsonl[.gz] [--resolution 0.1] [--gap 3]
+    python3 bench/trace_timeline.py trace.jsonl[.gz] [--resolution 0.1] [--gap 3] [--list-gaps]
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ def main() -> None:
     parser.add_argument("--resolution", type=float, default=0.1, help="grid step, seconds")
     parser.add_argument("--gap", type=float, default=3.0, help="loads-only gaps at least this")
     parser.add_argument("--top", type=int, default=12, help="problems listed by their time")
+    parser.add_argument(
+        "--list-gaps", action="store_true", help="each loads-only gap: when, and what loaded"
+    )
     args = parser.parse_args()
     lines = read(args.trace)
     calls = [c for c in lines if c.get("role") != "harness"]
@@ -83,6 +86,8 @@ def main() -> None:
     idle = sum(1 for w, n in zip(work, loads, strict=True) if w == n == 0)
     print(f"  nothing but loads in flight: {sum(only_loads) * step:.0f} s")
     print(f"    in {len(gaps)} gaps of {args.gap:g} s or more: {gap_seconds:.0f} s")
+    if args.list_gaps:
+        list_gaps(gaps, calls, start)
     print(f"  nothing at all in flight: {idle * step:.0f} s")
     print(f"  timing runs: {sum(timing) * step:.0f} s")
     if waits:
@@ -117,6 +122,24 @@ def main() -> None:
         for name, values in sorted(steps.items(), key=lambda kv: -sum(kv[1])):
             print(f"  {name}: median {statistics.median(values):.2f} s, sum {sum(values):.0f} s")
     by_problem(calls, waits, args.top)
+
+
+def list_gaps(gaps: list[tuple[float, float]], calls: list[dict], start: float) -> None:
+    """Each loads-only gap, seconds from the trace's start, with the loads in flight then (r:
+    a reference's, c: a candidate's, by file): a drain's reloads show as many files at once, a
+    retry's own load as one (session 31's H100 audit)."""
+    files = {c["pid"]: c["file"] for c in calls if c.get("file")}
+    for first, last in gaps:
+        loading = sorted(
+            {
+                f"{c['role'][0]}:{files.get(c['pid'], '?')}"
+                for c in calls
+                if c["cmd"] in LOADS and c["t"] - start < last and c["t"] + c["s"] - start > first
+            }
+        )
+        more = f" and {len(loading) - 6} more" if len(loading) > 6 else ""
+        shown = ", ".join(loading[:6]) + more
+        print(f"      {first:7.1f}-{last:7.1f} s ({last - first:4.1f} s): {shown}")
 
 
 def by_problem(calls: list[dict], waits: list[dict], top: int) -> None:
