@@ -54,5 +54,18 @@ if [ $H200 = 1 ] && [ "$(left)" -gt 120 ]; then
     > $S/kb_baseline.txt 2>&1
   say "KernelBench baseline rc=$? in $(( $(date +%s) - t )) s; $(wc -l < $S/kb_baseline.jsonl) problems in all"
 fi
+# With FRESH_AUDIT=1 (a later plan), on an H100 with time left: the audit afresh at this commit
+# into $S/fresh.sqlite (seeded from docs/results/$FRESH_SEED/fresh.sqlite.gz where named), the
+# whole audit's wall at one commit, in parts over sessions; the H100's resumed audit above spans
+# two commits.
+if [ "${FRESH_AUDIT:-0}" = 1 ] && [ $H200 = 0 ] && [ "$(left)" -gt 200 ]; then
+  if [ ! -f $S/fresh.sqlite ] && [ -n "${FRESH_SEED:-}" ]; then
+    gunzip -c docs/results/$FRESH_SEED/fresh.sqlite.gz > $S/fresh.sqlite
+  fi
+  t=$(date +%s)
+  KBV_TRACE_CALLS=$S/fresh-trace.jsonl timeout $(limit $TOTAL) build/kbv audit --problems .kb \
+    --device cuda --workers-per-device 4 --db $S/fresh.sqlite --out $S/fresh.md > $S/fresh.txt 2>&1
+  say "kbv audit afresh rc=$? in $(( $(date +%s) - t )) s: $(tail -2 $S/fresh.txt | tr '\n' ' ')"
+fi
 say "disk peak $(cat $S/disk_peak_bytes.txt) bytes beyond the start; done"
 touch $S/DONE

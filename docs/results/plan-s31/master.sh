@@ -10,5 +10,6 @@
 #   setsid nohup docs/results/plan-s31/master.sh TOTAL > /tmp/s31.log 2>&1 < /dev/null &
 #   sleep 2; bench/device_collect.sh s31 570          (then again at once after each return)
 cd "$(dirname "$0")/../../.." || exit 1
-PLAN_DIR=/tmp/s31 SEED_H100=h100-2026-12-07-s31 SEED_H200=h200-2026-12-06-s29 \
+# On an H100, with what the 9 left and the zoo leave: the audit afresh at this commit (FRESH_AUDIT).
+PLAN_DIR=/tmp/s31 SEED_H100=h100-2026-12-07-s31 SEED_H200=h200-2026-12-06-s29 FRESH_AUDIT=1 \
   exec docs/results/plan-s30/master.sh "$@"
