@@ -22,14 +22,27 @@ void WorkerExchange::trace_wait(std::string_view what, std::chrono::system_clock
   orchestrate::trace_wait(pid, what, since, seconds, detail);
 }
 
+void WorkerExchange::count_wait(std::string_view what, std::chrono::system_clock::time_point since,
+                                std::chrono::steady_clock::time_point started, json detail) {
+  const double waited = seconds_since(started);
+  gate_wait_[stage_] += waited;
+  trace_wait(what, since, waited, std::move(detail));
+}
+
+json WorkerExchange::memory_wait_detail(const MemoryLedger& ledger, json fields) {
+  if (orchestrate::call_trace_path().empty()) return nullptr;
+  fields["capacity"] = ledger.capacity();
+  fields["reserved_before"] = ledger.reserved_bytes();
+  fields["waiting_before"] = ledger.waiting();
+  return fields;
+}
+
 DeviceGate::Hold WorkerExchange::enter_gate(bool exclusive) {
   if (!gate_) return {};
   auto t = Clock::now();
   auto since = std::chrono::system_clock::now();
   auto hold = exclusive ? gate_->exclusive() : gate_->shared();
-  const double waited = seconds_since(t);
-  gate_wait_[stage_] += waited;
-  trace_wait("wait_gate", since, waited, {{"exclusive", exclusive}});
+  count_wait("wait_gate", since, t, {{"exclusive", exclusive}});
   return hold;
 }
 
@@ -37,19 +50,11 @@ MemoryLedger::Reservation WorkerExchange::reserve_memory(double bytes, double de
   if (!gate_) return {};
   MemoryLedger& ledger = gate_->memory();
   ledger.size_once(device_bytes * kReservableShare);
-  json detail;  // what the ledger held when the wait began (traced runs only)
-  if (!orchestrate::call_trace_path().empty()) {
-    detail = {{"bytes", bytes},
-              {"capacity", ledger.capacity()},
-              {"reserved_before", ledger.reserved_bytes()},
-              {"waiting_before", ledger.waiting()}};
-  }
+  json detail = memory_wait_detail(ledger, {{"bytes", bytes}});
   auto t = Clock::now();
   auto since = std::chrono::system_clock::now();
   auto reservation = ledger.reserve(bytes);
-  const double waited = seconds_since(t);
-  gate_wait_[stage_] += waited;
-  trace_wait("wait_memory", since, waited, std::move(detail));
+  count_wait("wait_memory", since, t, std::move(detail));
   return reservation;
 }
 
@@ -57,22 +62,13 @@ std::optional<MemoryLedger::Reservation> WorkerExchange::grow_memory(
     const MemoryLedger::Reservation& held, double more) {
   if (!gate_) return std::nullopt;
   MemoryLedger& ledger = gate_->memory();
-  json detail;
-  if (!orchestrate::call_trace_path().empty()) {
-    detail = {{"bytes", held.bytes() + more},
-              {"held", held.bytes()},
-              {"grows", true},
-              {"capacity", ledger.capacity()},
-              {"reserved_before", ledger.reserved_bytes()},
-              {"waiting_before", ledger.waiting()}};
-  }
+  json detail = memory_wait_detail(
+      ledger, {{"bytes", held.bytes() + more}, {"held", held.bytes()}, {"grows", true}});
   auto t = Clock::now();
   auto since = std::chrono::system_clock::now();
   auto grown = ledger.grow(held, more);
   if (!grown) return grown;  // another evaluation waits to grow: nothing waited here
-  const double waited = seconds_since(t);
-  gate_wait_[stage_] += waited;
-  trace_wait("wait_memory", since, waited, std::move(detail));
+  count_wait("wait_memory", since, t, std::move(detail));
   return grown;
 }
 

@@ -84,6 +84,12 @@ class WorkerExchange {
   DeviceGate::Hold enter_gate(bool exclusive);
   void trace_wait(std::string_view what, std::chrono::system_clock::time_point since,
                   double seconds, nlohmann::json detail) const;
+  // A wait for the device that began at `since` (`started` on the steady clock) and ends now:
+  // counted as gate wait of the stage, and traced.
+  void count_wait(std::string_view what, std::chrono::system_clock::time_point since,
+                  std::chrono::steady_clock::time_point started, nlohmann::json detail);
+  // What the memory ledger held when a wait for it began, beside `fields` (traced runs only).
+  static nlohmann::json memory_wait_detail(const MemoryLedger& ledger, nlohmann::json fields);
 
   ReferenceSession& session_;
   CandidateWorker& candidate_;

@@ -85,22 +85,26 @@ MemoryLedger::Reservation MemoryLedger::reserve(double bytes) {
     waiters_.push_back({ticket, bytes, now_(), next_serial_});
     // Woken by every release; also every second, so the passing window closes on time.
     while (!admissible(ticket, bytes)) changed_.wait_for(lock, std::chrono::seconds(1));
-    // Admitted before it leaves the queue: the next oldest waits for it, it did not pass it.
-    // Should admitting throw (bad_alloc), the waiter still leaves: a ghost oldest waiter would
-    // hold back every later reservation.
-    std::optional<Reservation> reservation;
-    try {
-      reservation.emplace(admit(bytes));
-    } catch (...) {
-      leave_queue(ticket);
-      changed_.notify_all();
-      throw;
-    }
-    leave_queue(ticket);
-    changed_.notify_all();  // the next oldest may now be admissible
-    return std::move(*reservation);
+    return admit_waiter(ticket, bytes);
   }
   return admit(bytes);
+}
+
+MemoryLedger::Reservation MemoryLedger::admit_waiter(std::uint64_t ticket, double bytes) {
+  // Admitted before it leaves the queue: the next oldest waits for it, it did not pass it.
+  // Should admitting throw (bad_alloc), the waiter still leaves: a ghost oldest waiter would
+  // hold back every later reservation.
+  std::optional<Reservation> reservation;
+  try {
+    reservation.emplace(admit(bytes));
+  } catch (...) {
+    leave_queue(ticket);
+    changed_.notify_all();
+    throw;
+  }
+  leave_queue(ticket);
+  changed_.notify_all();  // the next oldest may now be admissible
+  return std::move(*reservation);
 }
 
 std::optional<MemoryLedger::Reservation> MemoryLedger::grow(const Reservation& held, double more) {
@@ -117,19 +121,8 @@ std::optional<MemoryLedger::Reservation> MemoryLedger::grow(const Reservation& h
   // First in the queue: the waiter it puts second counts as passed only what comes after it.
   waiters_.push_front({ticket, more, now_(), next_serial_, /*grows=*/true});
   while (!fits()) changed_.wait_for(lock, std::chrono::seconds(1));
-  std::optional<Reservation> reservation;
-  try {
-    reservation.emplace(admit(more));
-  } catch (...) {
-    growing_ = false;
-    leave_queue(ticket);
-    changed_.notify_all();
-    throw;
-  }
-  growing_ = false;
-  leave_queue(ticket);
-  changed_.notify_all();
-  return reservation;
+  growing_ = false;  // (under the lock, as admit_waiter runs: no one sees it before it leaves)
+  return admit_waiter(ticket, more);
 }
 
 std::optional<MemoryLedger::Reservation> MemoryLedger::try_reserve(double bytes) {

@@ -90,6 +90,8 @@ class MemoryLedger {
   void give_back(std::uint64_t serial);
   bool admissible(std::uint64_t ticket, double bytes) const;
   Reservation admit(double bytes);
+  // A waiter's admission (under the lock): admitted, then out of the queue, the others woken.
+  Reservation admit_waiter(std::uint64_t ticket, double bytes);
   // Bytes held by the reservations admitted since the oldest waiter became the oldest.
   double passed_oldest() const;
   void leave_queue(std::uint64_t ticket);

@@ -229,11 +229,20 @@ class DeviceThread {
     if (!next_) return;
     next_worker_ = try_start_candidate_worker(*next_);
     if (*next_problem != this_problem && !reference_.ahead.contains(*next_problem)) {
-      try {
-        reference_.ahead[*next_problem] = eval::start_reference_session(request_for(*next_));
-      } catch (const std::exception&) {
-        // Nothing was kept (the session is made before the entry): started in its evaluation.
+      if (auto session = try_start_reference_session(*next_, /*load_only=*/false)) {
+        reference_.ahead[*next_problem] = std::move(session);
       }
+    }
+  }
+
+  // A reference session for task `k`'s problem, started before its evaluation (load_only: see
+  // eval::start_reference_session); null where the start failed (it is started again, and its
+  // failure reported, in the evaluation).
+  std::unique_ptr<eval::ReferenceSession> try_start_reference_session(size_t k, bool load_only) {
+    try {
+      return eval::start_reference_session(request_for(k), load_only);
+    } catch (const std::exception&) {
+      return nullptr;
     }
   }
 
@@ -284,11 +293,7 @@ class DeviceThread {
   // the retry alone then starts drawing at once. Started there, 2_ShallowWideMLP's retry alone
   // spent 34 s on the two loads, one after the other, with the device idle (session 31).
   void start_retry_ahead(DeferredRetry& retry) {
-    try {
-      retry.session = eval::start_reference_session(request_for(retry.index), /*load_only=*/true);
-    } catch (const std::exception&) {
-      // Started again, and its failure reported, in the retry's evaluation.
-    }
+    retry.session = try_start_reference_session(retry.index, /*load_only=*/true);
     retry.worker = try_start_candidate_worker(retry.index);
   }
 
@@ -339,14 +344,11 @@ class DeviceThread {
     }
     auto ahead = reference_.ahead.find(problem);
     if (ahead == reference_.ahead.end() || !ahead->second) {
-      try {
-        // Loaded only (on the host): its evaluation, next, places the model and draws under
-        // its own reservation rather than within the device's share for work ahead.
-        reference_.ahead[problem] = eval::start_reference_session(request_for(i),
-                                                                  /*load_only=*/true);
-      } catch (const std::exception&) {
-        return false;  // started again, and its failure reported, in its evaluation
-      }
+      // Loaded only (on the host): its evaluation, next, places the model and draws under
+      // its own reservation rather than within the device's share for work ahead.
+      auto session = try_start_reference_session(i, /*load_only=*/true);
+      if (!session) return false;
+      reference_.ahead[problem] = std::move(session);
       ahead = reference_.ahead.find(problem);
       if (!worker) worker = try_start_candidate_worker(i);
     }

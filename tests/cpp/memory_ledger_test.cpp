@@ -240,31 +240,39 @@ TEST(MemoryLedger, AnUnlimitedLedgerGrantsEveryTry) {
 // waits for the rest: its drawn cases use that memory (session 31's H100 audit: given back and
 // waited for anew, a matmul's drawn cases were in no one's account, and three evaluations that took
 // the whole ledger meanwhile ran out of device memory).
-TEST(MemoryLedger, AGrowthWaitsBesideWhatItHolds) {
-  MemoryLedger ledger(100 * GB);
-  auto mine = ledger.reserve(40 * GB);
-  auto other = ledger.reserve(50 * GB);
+// 40 GB held and 30 more asked, beside the 50 GB another evaluation holds, in a ledger of 100:
+// the growth waits (its thread, `grower`, started here).
+class MemoryLedgerGrowth : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grower = std::thread([&] { grown = ledger.grow(mine, 30 * GB); });
+    ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  }
+  void TearDown() override {
+    other.release();  // (where a test stopped early: the growth then ends)
+    if (grower.joinable()) grower.join();
+  }
+
+  MemoryLedger ledger{100 * GB};
+  MemoryLedger::Reservation mine = ledger.reserve(40 * GB);
+  MemoryLedger::Reservation other = ledger.reserve(50 * GB);
   std::optional<MemoryLedger::Reservation> grown;
-  std::thread t([&] { grown = ledger.grow(mine, 30 * GB); });
-  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  std::thread grower;
+};
+
+TEST_F(MemoryLedgerGrowth, WaitsBesideWhatItHolds) {
   std::this_thread::sleep_for(50ms);
   EXPECT_FALSE(grown.has_value());
   EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 90 * GB);  // what it holds stays accounted
   other.release();
-  t.join();
+  grower.join();
   ASSERT_TRUE(grown.has_value());
   EXPECT_DOUBLE_EQ(grown->bytes(), 30 * GB);
   EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 70 * GB);
   EXPECT_EQ(ledger.waiting(), 0);
 }
 
-TEST(MemoryLedger, NothingPassesAGrowthThatWouldNotLeaveItItsRoom) {
-  MemoryLedger ledger(100 * GB);
-  auto mine = ledger.reserve(40 * GB);
-  auto other = ledger.reserve(50 * GB);
-  std::optional<MemoryLedger::Reservation> grown;
-  std::thread grower([&] { grown = ledger.grow(mine, 30 * GB); });
-  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+TEST_F(MemoryLedgerGrowth, NothingPassesItThatWouldNotLeaveItItsRoom) {
   // 10 GB fit now, but would leave the growth 0 of its 30 once `other` goes: it waits, even
   // within the passing window, and a try is refused.
   EXPECT_FALSE(ledger.try_reserve(10 * GB).has_value());
