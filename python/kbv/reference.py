@@ -421,9 +421,11 @@ class ReferenceRole:
         }
 
     def cmd_set_plan(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The memory plan's budget for cases kept beyond those in use."""
+        """The memory plan's budget for cases kept beyond those in use. `let_go`: every case not
+        in use goes now (an evaluation that gives its device memory back to wait for more);
+        they are drawn again, the same draws, when next prepared."""
         self.cache_bytes = int(request["cache_bytes"])
-        self._evict(0)
+        self._evict(0, everything=bool(request.get("let_go", False)))
         return {"resident_bytes": self._resident_bytes()}
 
     # -- cases --------------------------------------------------------------------------------

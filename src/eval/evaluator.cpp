@@ -509,10 +509,9 @@ class Evaluation {
     }
   }
 
-  // Reserves `bytes` of the device's memory ledger, or more than held so far: the difference
-  // beside what is held where it fits now, else the whole anew (what was held goes back first,
-  // so the evaluation never waits on itself). A reservation of the whole ledger is the device's
-  // memory to this evaluation alone: recorded.
+  // Reserves `bytes` of the device's memory ledger, or more than held so far: grown beside what
+  // is held (the cases drawn so far use it), else the whole anew. A reservation of the whole
+  // ledger is the device's memory to this evaluation alone: recorded.
   void reserve_device_memory(WorkerExchange& workers, const ReferenceSession& session,
                              double bytes) {
     if (!request_.placement.gate || request_.placement.evaluations_per_device <= 1) return;
@@ -523,23 +522,18 @@ class Evaluation {
     // (Granted reservations are clamped to the capacity: holding all of it is holding enough.)
     const double capacity = ledger.capacity();
     const double wanted = capacity > 0 ? std::min(bytes, capacity) : bytes;
-    if (memory_.held() && held_memory_bytes() >= wanted) return;
-    std::optional<MemoryLedger::Reservation> more;
-    if (memory_.held()) more = ledger.try_reserve(wanted - held_memory_bytes());
-    // Not at once: waited for beside what is held, which the cases drawn so far are using (only
-    // where no other evaluation waits to grow; else given back and waited for anew).
-    if (!more && memory_.held() && memory_more_.empty()) {
-      more = workers.grow_memory(memory_, wanted - held_memory_bytes());
-    }
-    if (more) {
-      memory_more_.push_back(std::move(*more));
-    } else {
-      memory_more_.clear();
+    if (memory_.held() && memory_.bytes() >= wanted) return;
+    if (!memory_.held() || !workers.grow_memory(memory_, wanted - memory_.bytes())) {
+      // Refused where waiting beside what it holds could wait forever (another growth waits for
+      // it): it gives back, and first lets go of the cases it drew, so that what stays on the
+      // device in no account while it waits is its model alone. They are drawn again when used
+      // (the same draws: the session's secret).
+      if (memory_.held()) let_go_of_cases(workers, session);
       memory_.release();
       memory_ = workers.reserve_memory(bytes, device_bytes);
     }
     const double sized = ledger.capacity();  // sized by the first reservation
-    if (memory_.held() && held_memory_bytes() >= sized && !alone_recorded_) {
+    if (memory_.held() && memory_.bytes() >= sized && !alone_recorded_) {
       alone_recorded_ = true;
       findings_.add("evaluated_alone", Severity::Info,
                     fmt::format("the problem may need {:.1f} GB of device memory at its peak, "
@@ -549,10 +543,12 @@ class Evaluation {
     }
   }
 
-  double held_memory_bytes() const {
-    double held = memory_.held() ? memory_.bytes() : 0.0;
-    for (const auto& more : memory_more_) held += more.bytes();
-    return held;
+  void let_go_of_cases(WorkerExchange& workers, const ReferenceSession& session) {
+    if (!session.plan) return;  // nothing drawn yet
+    say("giving back its device memory to wait anew: letting go of the cases drawn");
+    auto let_go = workers.reference(worker_request(
+        cmd::kSetPlan, {{"cache_bytes", session.plan->cache_bytes}, {"let_go", true}}));
+    require_reference_answer(let_go, request_.problem, "letting go of the cases drawn");
   }
 
   // Draws the reference replaced (a family whose reference output was non-finite): reported.
@@ -671,7 +667,6 @@ class Evaluation {
     auto* slot = request_.placement.reference;
     if (slot && slot->session && discard_session) slot->session.reset();
     lease_.session = nullptr;
-    memory_more_.clear();
     memory_.release();
   }
 
@@ -682,8 +677,6 @@ class Evaluation {
   std::optional<WorkerExchange> exchange_;
   std::optional<CasePath> cases_;
   MemoryLedger::Reservation memory_;  // device memory for its peak (memory plan)
-  // grown beside it where that fitted at once
-  std::vector<MemoryLedger::Reservation> memory_more_;
   bool alone_recorded_ = false;
   judge::Findings findings_;
   judge::CallJudge call_judge_;

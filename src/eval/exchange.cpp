@@ -58,18 +58,16 @@ MemoryLedger::Reservation WorkerExchange::reserve_memory(double bytes, double de
   return reservation;
 }
 
-std::optional<MemoryLedger::Reservation> WorkerExchange::grow_memory(
-    const MemoryLedger::Reservation& held, double more) {
-  if (!gate_) return std::nullopt;
+bool WorkerExchange::grow_memory(MemoryLedger::Reservation& held, double more) {
+  if (!gate_) return false;
   MemoryLedger& ledger = gate_->memory();
   json detail = memory_wait_detail(
       ledger, {{"bytes", held.bytes() + more}, {"held", held.bytes()}, {"grows", true}});
   auto t = Clock::now();
   auto since = std::chrono::system_clock::now();
-  auto grown = ledger.grow(held, more);
-  if (!grown) return grown;  // another evaluation waits to grow: nothing waited here
+  if (!ledger.grow(held, more)) return false;  // refused at once: nothing waited here
   count_wait("wait_memory", since, t, std::move(detail));
-  return grown;
+  return true;
 }
 
 Response WorkerExchange::reference(const json& request) {

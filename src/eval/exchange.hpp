@@ -65,10 +65,9 @@ class WorkerExchange {
   // Device memory for this evaluation (eval/memory_ledger.hpp), the ledger sized first from the
   // device's size; the wait counts as gate wait. None without a gate (nothing shares the device).
   MemoryLedger::Reservation reserve_memory(double bytes, double device_bytes);
-  // `more` beside `held`, kept while it waits (MemoryLedger::grow); nullopt at once while another
-  // evaluation waits to grow. Traced as wait_memory with `grows`.
-  std::optional<MemoryLedger::Reservation> grow_memory(const MemoryLedger::Reservation& held,
-                                                       double more);
+  // `held` grown by `more`, waiting beside it (MemoryLedger::grow); false at once where waiting
+  // could wait forever. A wait is traced as wait_memory with `grows`.
+  bool grow_memory(MemoryLedger::Reservation& held, double more);
 
   std::chrono::seconds call_timeout() const { return limits_.call_timeout; }
   const std::filesystem::path& run_dir() const { return session_.run_dir; }

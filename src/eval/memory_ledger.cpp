@@ -82,7 +82,7 @@ MemoryLedger::Reservation MemoryLedger::reserve(double bytes) {
   bytes = std::min(bytes, capacity_);
   const std::uint64_t ticket = next_ticket_++;
   if (!admissible(ticket, bytes)) {
-    waiters_.push_back({ticket, bytes, now_(), next_serial_});
+    waiters_.push_back({ticket, bytes, now_(), next_serial_, std::nullopt});
     // Woken by every release; also every second, so the passing window closes on time.
     while (!admissible(ticket, bytes)) changed_.wait_for(lock, std::chrono::seconds(1));
     return admit_waiter(ticket, bytes);
@@ -107,22 +107,55 @@ MemoryLedger::Reservation MemoryLedger::admit_waiter(std::uint64_t ticket, doubl
   return std::move(*reservation);
 }
 
-std::optional<MemoryLedger::Reservation> MemoryLedger::grow(const Reservation& held, double more) {
+bool MemoryLedger::growths_can_all_finish(double held, double more) const {
+  // What is free once every reservation that does not wait has gone (they need nothing more to
+  // finish); each growth in turn then needs its `more` of it, and gives back all it held after.
+  double waiting_held = held;
+  for (const Waiter& w : waiters_) {
+    if (w.grows) waiting_held += held_.at(*w.grows);
+  }
+  double free = capacity_ - waiting_held;
+  for (const Waiter& w : waiters_) {
+    if (!w.grows) break;  // (the growths are first)
+    if (w.bytes > free) return false;
+    free += held_.at(*w.grows);
+  }
+  return more <= free;
+}
+
+bool MemoryLedger::grow(Reservation& held, double more) {
   more = std::max(0.0, more);
   std::unique_lock lock(mutex_);
-  if (capacity_ <= 0) return Reservation(nullptr, 0);
+  if (capacity_ <= 0) return held.ledger_ == nullptr;  // unlimited: nothing to account
   auto mine = held.ledger_ == this ? held_.find(held.serial_) : held_.end();
-  if (mine == held_.end() || growing_) return std::nullopt;
+  if (mine == held_.end()) return false;
   more = std::min(more, std::max(0.0, capacity_ - mine->second));
-  auto fits = [&] { return reserved_ + more <= capacity_; };
-  if (fits()) return admit(more);
+  auto grant = [&] {
+    mine->second += more;
+    reserved_ += more;
+    held.bytes_ += more;
+    return true;
+  };
+  // At once where it fits and leaves the first growth waiting its room (none waits: it fits).
   const std::uint64_t ticket = next_ticket_++;
-  growing_ = true;
-  // First in the queue: the waiter it puts second counts as passed only what comes after it.
-  waiters_.push_front({ticket, more, now_(), next_serial_, /*grows=*/true});
-  while (!fits()) changed_.wait_for(lock, std::chrono::seconds(1));
-  growing_ = false;  // (under the lock, as admit_waiter runs: no one sees it before it leaves)
-  return admit_waiter(ticket, more);
+  const bool growths_wait = !waiters_.empty() && waiters_.front().grows;
+  if (reserved_ + more <= capacity_ &&
+      (!growths_wait || reserved_ + more + waiters_.front().bytes <= capacity_)) {
+    return grant();
+  }
+  if (!growths_can_all_finish(mine->second, more)) return false;
+  // Behind the growths waiting, before every other waiter: the one it now stands before counts
+  // as passed only what is admitted from now on.
+  auto place =
+      std::find_if(waiters_.begin(), waiters_.end(), [](const Waiter& w) { return !w.grows; });
+  if (place == waiters_.begin() && place != waiters_.end()) place->passed_from = next_serial_;
+  waiters_.insert(place, {ticket, more, now_(), next_serial_, held.serial_});
+  // (Woken by every release and growth granted; the entry `mine` stays valid: std::map.)
+  while (!admissible(ticket, more)) changed_.wait_for(lock, std::chrono::seconds(1));
+  grant();
+  leave_queue(ticket);
+  changed_.notify_all();  // the next oldest may now be admissible
+  return true;
 }
 
 std::optional<MemoryLedger::Reservation> MemoryLedger::try_reserve(double bytes) {

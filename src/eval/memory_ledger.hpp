@@ -62,17 +62,21 @@ class MemoryLedger {
 
   // Waits until `bytes` (clamped to the capacity) fit beside the reservations held.
   Reservation reserve(double bytes);
-  // `more` bytes beside `held` (a reservation of this ledger, kept meanwhile), waiting until they
-  // fit: for an evaluation whose first draw measured more than it reserved. It goes before every
-  // other waiter, and nothing passes it that would not leave it its room: the memory it holds is
-  // in use on the device, and it frees that soonest. Given back and waited for anew (reserve()),
-  // that memory would be in no one's account while the wait lasts, and the next evaluation to
-  // take the whole ledger would draw into a device still holding it: session 31's H100 audit ran
-  // out of device memory three times in 13 s so, beside a matmul that had given back its 28 GB,
-  // its drawn cases still on the device, to wait for 52. Clamped so that `held` and `more` together
-  // are at most the capacity. nullopt, at once, while another evaluation waits to grow: two holding
-  // what the other waits for would wait forever; the caller then gives back and waits anew.
-  std::optional<Reservation> grow(const Reservation& held, double more);
+  // `held` (a reservation of this ledger) grown by `more` bytes, waiting beside what it holds
+  // until they fit: for an evaluation whose first draw measured more than it reserved. Given
+  // back and waited for anew (reserve()), the memory it holds, in use on the device by its drawn
+  // cases, would be in no one's account while the wait lasts, and the next evaluation to take the
+  // whole ledger would draw into a device still holding it: session 31's H100 audit ran out of
+  // device memory three times in 13 s so, beside a matmul that had given back its 28 GB to wait
+  // for 52. A growth goes before every waiter that holds nothing, behind the growths that wait
+  // already, and nothing passes the first that would not leave it its room: it frees its memory
+  // soonest by finishing. Clamped so that `held` is at most the capacity. True once grown (the
+  // reservation's bytes then say how much it holds). False, at once and with nothing changed,
+  // where waiting could wait forever: where the growths waiting, this one among them, could not
+  // all be granted in turn once every reservation not waiting has gone (each holding what
+  // another waits for); the caller then frees what it can and waits anew (reserve()). Also
+  // false for a reservation not of this ledger.
+  bool grow(Reservation& held, double more);
   // `bytes` now, or nothing: never waits, never clamps (more than the capacity is refused), and
   // never takes room the passing rule keeps for the oldest waiter. For work that is worth doing
   // only when it is free to do (a reference drawn ahead of its evaluation). Unlimited: always
@@ -95,6 +99,9 @@ class MemoryLedger {
   // Bytes held by the reservations admitted since the oldest waiter became the oldest.
   double passed_oldest() const;
   void leave_queue(std::uint64_t ticket);
+  // Whether the growths waiting and one more (`held`, `more`) could all be granted in turn,
+  // each with what the ones before it leave once every reservation not waiting has gone.
+  bool growths_can_all_finish(double held, double more) const;
 
   double capacity_;
   mutable std::mutex mutex_;
@@ -110,10 +117,10 @@ class MemoryLedger {
     // The first admission serial after it became the oldest waiter: reservations from there on
     // passed it; the ones before are those it waits for.
     std::uint64_t passed_from;
-    bool grows = false;  // holds a reservation it keeps while it waits (grow())
+    // A growth (grow()): the admission serial of the reservation it keeps while it waits.
+    std::optional<std::uint64_t> grows;
   };
-  std::deque<Waiter> waiters_;  // oldest first (a waiter that grows goes first)
-  bool growing_ = false;        // a grow() waits
+  std::deque<Waiter> waiters_;  // oldest first (the growths first, in their order)
   std::chrono::steady_clock::time_point (*now_)() = &std::chrono::steady_clock::now;
 };
 

@@ -241,7 +241,7 @@ TEST(MemoryLedger, AnUnlimitedLedgerGrantsEveryTry) {
 // waited for anew, a matmul's drawn cases were in no one's account, and three evaluations that took
 // the whole ledger meanwhile ran out of device memory).
 // 40 GB held and 30 more asked, beside the 50 GB another evaluation holds, in a ledger of 100:
-// the growth waits (its thread, `grower`, started here).
+// the growth waits (its thread, `grower`, started here; `mine` is read once it has joined).
 class MemoryLedgerGrowth : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -256,20 +256,22 @@ class MemoryLedgerGrowth : public ::testing::Test {
   MemoryLedger ledger{100 * GB};
   MemoryLedger::Reservation mine = ledger.reserve(40 * GB);
   MemoryLedger::Reservation other = ledger.reserve(50 * GB);
-  std::optional<MemoryLedger::Reservation> grown;
+  std::atomic<bool> grown{false};
   std::thread grower;
 };
 
 TEST_F(MemoryLedgerGrowth, WaitsBesideWhatItHolds) {
   std::this_thread::sleep_for(50ms);
-  EXPECT_FALSE(grown.has_value());
+  EXPECT_FALSE(grown);
   EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 90 * GB);  // what it holds stays accounted
   other.release();
   grower.join();
-  ASSERT_TRUE(grown.has_value());
-  EXPECT_DOUBLE_EQ(grown->bytes(), 30 * GB);
+  EXPECT_TRUE(grown);
+  EXPECT_DOUBLE_EQ(mine.bytes(), 70 * GB);  // grown in place: one reservation
   EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 70 * GB);
   EXPECT_EQ(ledger.waiting(), 0);
+  mine.release();
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 0);  // given back whole
 }
 
 TEST_F(MemoryLedgerGrowth, NothingPassesItThatWouldNotLeaveItItsRoom) {
@@ -294,33 +296,88 @@ TEST_F(MemoryLedgerGrowth, NothingPassesItThatWouldNotLeaveItItsRoom) {
   grower.join();
   small.join();
   EXPECT_TRUE(small_granted);
-  EXPECT_DOUBLE_EQ(grown->bytes(), 30 * GB);
+  EXPECT_DOUBLE_EQ(mine.bytes(), 70 * GB);
 }
 
-TEST(MemoryLedger, ASecondGrowthIsRefusedAtOnceWhileOneWaits) {
+TEST(MemoryLedger, AGrowthGoesBeforeAWaiterThatHoldsNothing) {
+  // 40 + 50 held; a 60 GB reservation waits, then a growth of the 40 by 20: once the 50 go, either
+  // would fit alone (40 + 60 or 60), not both. The growth is granted first, the 60 waits for it.
+  MemoryLedger ledger(100 * GB);
+  auto mine = ledger.reserve(40 * GB);
+  auto other = ledger.reserve(50 * GB);
+  std::atomic<bool> large_granted{false};
+  std::thread large([&] {
+    auto r = ledger.reserve(60 * GB);
+    large_granted = true;
+  });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  std::atomic<bool> grown{false};
+  std::thread grower([&] { grown = ledger.grow(mine, 20 * GB); });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 2; }));
+  other.release();
+  ASSERT_TRUE(eventually([&] { return grown.load(); }));
+  grower.join();
+  EXPECT_DOUBLE_EQ(mine.bytes(), 60 * GB);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(large_granted);  // 60 GB held by the grown evaluation: it waits
+  mine.release();
+  large.join();
+  EXPECT_TRUE(large_granted);
+}
+
+TEST(MemoryLedger, ASecondGrowthIsRefusedAtOnceWhereBothCouldNotFinish) {
   MemoryLedger ledger(100 * GB);
   auto a = ledger.reserve(45 * GB);
   auto b = ledger.reserve(45 * GB);
-  std::optional<MemoryLedger::Reservation> a_grown;
+  std::atomic<bool> a_grown{false};
   std::thread t([&] { a_grown = ledger.grow(a, 50 * GB); });
   ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
-  // Each holding what the other waits for would wait forever: the second is told at once.
-  EXPECT_FALSE(ledger.grow(b, 50 * GB).has_value());
+  // Each holding what the other waits for would wait forever: the second is told at once, and
+  // what it holds is as it was.
+  EXPECT_FALSE(ledger.grow(b, 50 * GB));
+  EXPECT_DOUBLE_EQ(b.bytes(), 45 * GB);
+  EXPECT_EQ(ledger.waiting(), 1);
   b.release();  // what its caller then does: gives back and waits anew (reserve)
   t.join();
-  ASSERT_TRUE(a_grown.has_value());
-  EXPECT_DOUBLE_EQ(a_grown->bytes(), 50 * GB);
+  EXPECT_TRUE(a_grown);
+  EXPECT_DOUBLE_EQ(a.bytes(), 95 * GB);
+}
+
+TEST(MemoryLedger, GrowthsThatCanFinishInTurnWaitTogether) {
+  // 20 + 20 held by two evaluations that each want 30 more, beside 60 held by a third: once the
+  // third has gone the first gets its 30 (70 held), and once it has finished, so does the second.
+  MemoryLedger ledger(100 * GB);
+  auto a = ledger.reserve(20 * GB);
+  auto b = ledger.reserve(20 * GB);
+  auto third = ledger.reserve(60 * GB);
+  std::atomic<bool> a_grown{false};
+  std::atomic<bool> b_grown{false};
+  std::thread ta([&] { a_grown = ledger.grow(a, 30 * GB); });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  std::thread tb([&] { b_grown = ledger.grow(b, 30 * GB); });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 2; }));  // waits: not refused
+  third.release();
+  ASSERT_TRUE(eventually([&] { return a_grown.load(); }));
+  ta.join();
+  EXPECT_DOUBLE_EQ(a.bytes(), 50 * GB);
+  // 70 held, so the second's 30 fit too (a growth ahead of it no longer waits).
+  ASSERT_TRUE(eventually([&] { return b_grown.load(); }));
+  tb.join();
+  EXPECT_DOUBLE_EQ(b.bytes(), 50 * GB);
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 100 * GB);
+  EXPECT_EQ(ledger.waiting(), 0);
 }
 
 TEST(MemoryLedger, AGrowthIsClampedToTheCapacityAndNeedsAReservationOfItsLedger) {
   MemoryLedger ledger(100 * GB);
   auto mine = ledger.reserve(60 * GB);
-  auto grown = ledger.grow(mine, 300 * GB);  // nothing else held: granted at once, clamped
-  ASSERT_TRUE(grown.has_value());
-  EXPECT_DOUBLE_EQ(grown->bytes(), 40 * GB);
+  EXPECT_TRUE(ledger.grow(mine, 300 * GB));  // nothing else held: granted at once, clamped
+  EXPECT_DOUBLE_EQ(mine.bytes(), 100 * GB);
   EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 100 * GB);
   MemoryLedger elsewhere(100 * GB);
   auto foreign = elsewhere.reserve(10 * GB);
-  EXPECT_FALSE(ledger.grow(foreign, 1 * GB).has_value());
-  EXPECT_FALSE(ledger.grow(MemoryLedger::Reservation(), 1 * GB).has_value());
+  EXPECT_FALSE(ledger.grow(foreign, 1 * GB));
+  MemoryLedger::Reservation none;
+  EXPECT_FALSE(ledger.grow(none, 1 * GB));
+  EXPECT_DOUBLE_EQ(foreign.bytes(), 10 * GB);
 }

@@ -433,3 +433,28 @@ def test_the_reference_names_the_segments_its_cache_holds(conf, kind):
     done = run_python(code, timeout=120, PYTORCH_CUDA_ALLOC_CONF=conf)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == kind
+
+
+def test_letting_go_keeps_only_the_cases_in_use_and_a_case_drawn_again_is_the_same_draw(tmp_path):
+    """An evaluation that gives its device memory back to wait for more (a growth refused where
+    waiting could wait forever: src/eval/memory_ledger.hpp) first lets go of its cases (set_plan
+    with let_go). A budget of 0 alone keeps the last case prepared; let_go keeps only the
+    pinned ones. The case drawn again is the same draw: the session's secret."""
+    role = _role(tmp_path, "cpu")
+    other = dict(CASE, id="native-1", draw=1)
+    try:
+        role.cmd_set_plan({"cache_bytes": 1 << 30})
+        in_use = role.cmd_prepare_case(dict(CASE, pin=True))
+        first = role.cmd_prepare_case(other)
+        sums = dict(role.cases["native-1"].checksums)
+        role.cmd_set_plan({"cache_bytes": 0})
+        assert set(role.cases) == {"native-0", "native-1"}  # the last prepared stays
+        answer = role.cmd_set_plan({"cache_bytes": 1 << 30, "let_go": True})
+        assert set(role.cases) == {"native-0"}  # pinned: in use
+        assert answer["resident_bytes"] == in_use["store"]["resident_bytes"]
+        again = role.cmd_prepare_case(other)
+        assert not again["cached"] and first["cached"] is False
+        assert dict(role.cases["native-1"].checksums) == sums
+    finally:
+        role.cmd_unpin({"ids": ["native-0"]})
+        _close(role)
