@@ -67,5 +67,14 @@ if [ "${FRESH_AUDIT:-0}" = 1 ] && [ $H200 = 0 ] && [ "$(left)" -gt 200 ]; then
     --device cuda --workers-per-device 4 --db $S/fresh.sqlite --out $S/fresh.md > $S/fresh.txt 2>&1
   say "kbv audit afresh rc=$? in $(( $(date +%s) - t )) s: $(tail -2 $S/fresh.txt | tr '\n' ' ')"
 fi
+# With FP64_PROBE=1 (a later plan) and time left: the float64 truth's cost on the heaviest
+# transposed convolutions, cuDNN's heuristic against its benchmark search
+# (plan-s32/fp64_conv_probe.py).
+if [ "${FP64_PROBE:-0}" = 1 ] && [ "$(left)" -gt 150 ]; then
+  t=$(date +%s)
+  timeout $(limit 140) python3 docs/results/plan-s32/fp64_conv_probe.py .kb > $S/fp64_probe.jsonl \
+    2> $S/fp64_probe.err
+  say "float64 probe rc=$? in $(( $(date +%s) - t )) s: $(wc -l < $S/fp64_probe.jsonl) lines"
+fi
 say "disk peak $(cat $S/disk_peak_bytes.txt) bytes beyond the start; done"
 touch $S/DONE
