@@ -168,8 +168,10 @@ class Evaluation {
           },
           [this, &workers, &session] {
             say("making room for the sensitivity's float64 runs");
+            // (A request for a case in use waits on this: its cases stay, should it wait anew.)
             reserve_device_memory(workers, session,
-                                  session.plan->working_bytes + session.plan->sensitivity_bytes);
+                                  session.plan->working_bytes + session.plan->sensitivity_bytes,
+                                  /*cases_in_use=*/true);
           });
     }
     CandidateSide side{request_.problem,
@@ -209,10 +211,14 @@ class Evaluation {
     // Device memory for the evaluation's peak, reserved where others share the device: from
     // the problem's inputs before any case is drawn, then from the memory plan after the first
     // (what the first draw measured).
-    reserve_device_memory(workers, session, loaded_working_bytes_before_drawing(session.loaded));
+    reserve_device_memory(workers, session, loaded_working_bytes_before_drawing(session.loaded),
+                          /*cases_in_use=*/false);
     prepare(session, default_redraw(session.loaded, protocol_), workers);
     result.durations_s["reference"] = seconds_since(t) + lease_.ahead_wait_s;
-    if (session.plan) reserve_device_memory(workers, session, session.plan->working_bytes);
+    if (session.plan) {
+      reserve_device_memory(workers, session, session.plan->working_bytes,
+                            /*cases_in_use=*/false);
+    }
 
     t = Clock::now();
     workers.set_stage("candidate_load");
@@ -511,9 +517,11 @@ class Evaluation {
 
   // Reserves `bytes` of the device's memory ledger, or more than held so far: grown beside what
   // is held (the cases drawn so far use it), else the whole anew. A reservation of the whole
-  // ledger is the device's memory to this evaluation alone: recorded.
-  void reserve_device_memory(WorkerExchange& workers, const ReferenceSession& session,
-                             double bytes) {
+  // ledger is the device's memory to this evaluation alone: recorded. `cases_in_use`: a request
+  // for a case is in flight (the sensitivity's room, asked by a judge or a draw), so its cases
+  // stay on the device should it wait anew; else (after the first draw) they go first.
+  void reserve_device_memory(WorkerExchange& workers, const ReferenceSession& session, double bytes,
+                             bool cases_in_use) {
     if (!request_.placement.gate || request_.placement.evaluations_per_device <= 1) return;
     const double device_bytes =
         session.loaded.value("memory", json::object()).value("total_bytes", 0.0);
@@ -525,10 +533,12 @@ class Evaluation {
     if (memory_.held() && memory_.bytes() >= wanted) return;
     if (!memory_.held() || !workers.grow_memory(memory_, wanted - memory_.bytes())) {
       // Refused where waiting beside what it holds could wait forever (another growth waits for
-      // it): it gives back, and first lets go of the cases it drew, so that what stays on the
-      // device in no account while it waits is its model alone. They are drawn again when used
-      // (the same draws: the session's secret).
-      if (memory_.held()) let_go_of_cases(workers, session);
+      // it): it gives back, and after its first draw first lets go of the cases drawn, so that
+      // what stays on the device in no account while it waits is its model (and the reference's
+      // allocator cache) alone. They are drawn again when prepared (the same draws: the session's
+      // secret). With a case in use (a judge waiting on the room) nothing goes: the judge's
+      // request names blocks the reference must still hold.
+      if (memory_.held() && !cases_in_use) let_go_of_cases(workers, session);
       memory_.release();
       memory_ = workers.reserve_memory(bytes, device_bytes);
     }

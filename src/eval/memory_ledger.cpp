@@ -66,13 +66,19 @@ MemoryLedger::Reservation MemoryLedger::admit(double bytes) {
   return Reservation(this, bytes, serial);
 }
 
+std::deque<MemoryLedger::Waiter>::iterator MemoryLedger::first_plain_waiter() {
+  return std::find_if(waiters_.begin(), waiters_.end(), [](const Waiter& w) { return !w.grows; });
+}
+
 void MemoryLedger::leave_queue(std::uint64_t ticket) {
   auto it = std::find_if(waiters_.begin(), waiters_.end(),
                          [&](const Waiter& w) { return w.ticket == ticket; });
-  const bool was_oldest = it == waiters_.begin();
   waiters_.erase(it);
-  // The next oldest counts as passed only what is admitted from now on.
-  if (was_oldest && !waiters_.empty()) waiters_.front().passed_from = next_serial_;
+  // The first waiter that holds nothing counts as passed what is admitted from the time it became
+  // the first (a growth ahead of it meanwhile changes nothing: what was admitted while the growth
+  // waited passed it too).
+  auto first = first_plain_waiter();
+  if (first != waiters_.end() && first->passed_from == 0) first->passed_from = next_serial_;
 }
 
 MemoryLedger::Reservation MemoryLedger::reserve(double bytes) {
@@ -82,7 +88,9 @@ MemoryLedger::Reservation MemoryLedger::reserve(double bytes) {
   bytes = std::min(bytes, capacity_);
   const std::uint64_t ticket = next_ticket_++;
   if (!admissible(ticket, bytes)) {
-    waiters_.push_back({ticket, bytes, now_(), next_serial_, std::nullopt});
+    // (The first waiter that holds nothing from now; else from when it becomes the first.)
+    const bool first = first_plain_waiter() == waiters_.end();
+    waiters_.push_back({ticket, bytes, now_(), first ? next_serial_ : 0, std::nullopt});
     // Woken by every release; also every second, so the passing window closes on time.
     while (!admissible(ticket, bytes)) changed_.wait_for(lock, std::chrono::seconds(1));
     return admit_waiter(ticket, bytes);
@@ -144,12 +152,8 @@ bool MemoryLedger::grow(Reservation& held, double more) {
     return grant();
   }
   if (!growths_can_all_finish(mine->second, more)) return false;
-  // Behind the growths waiting, before every other waiter: the one it now stands before counts
-  // as passed only what is admitted from now on.
-  auto place =
-      std::find_if(waiters_.begin(), waiters_.end(), [](const Waiter& w) { return !w.grows; });
-  if (place == waiters_.begin() && place != waiters_.end()) place->passed_from = next_serial_;
-  waiters_.insert(place, {ticket, more, now_(), next_serial_, held.serial_});
+  // Behind the growths waiting, before every waiter that holds nothing.
+  waiters_.insert(first_plain_waiter(), {ticket, more, now_(), next_serial_, held.serial_});
   // (Woken by every release and growth granted; the entry `mine` stays valid: std::map.)
   while (!admissible(ticket, more)) changed_.wait_for(lock, std::chrono::seconds(1));
   grant();

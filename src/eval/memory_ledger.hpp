@@ -114,13 +114,16 @@ class MemoryLedger {
     std::uint64_t ticket;
     double bytes;
     std::chrono::steady_clock::time_point since;
-    // The first admission serial after it became the oldest waiter: reservations from there on
-    // passed it; the ones before are those it waits for.
+    // The first admission serial after it became the first waiter that holds nothing:
+    // reservations from there on passed it; the ones before are those it waits for. 0: not yet
+    // the first.
     std::uint64_t passed_from;
     // A growth (grow()): the admission serial of the reservation it keeps while it waits.
     std::optional<std::uint64_t> grows;
   };
   std::deque<Waiter> waiters_;  // oldest first (the growths first, in their order)
+  // The first waiter that is not a growth (end() where none waits).
+  std::deque<Waiter>::iterator first_plain_waiter();
   std::chrono::steady_clock::time_point (*now_)() = &std::chrono::steady_clock::now;
 };
 

@@ -4,6 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -300,9 +303,13 @@ TEST_F(MemoryLedgerGrowth, NothingPassesItThatWouldNotLeaveItItsRoom) {
 }
 
 TEST(MemoryLedger, AGrowthGoesBeforeAWaiterThatHoldsNothing) {
-  // 40 + 50 held; a 60 GB reservation waits, then a growth of the 40 by 20: once the 50 go, either
-  // would fit alone (40 + 60 or 60), not both. The growth is granted first, the 60 waits for it.
+  // 40 + 50 held; a 60 GB reservation waits, then a growth of the 40 by 50, and the passing
+  // window closes. Once the 50 go, either fits alone (40 + 60, or 90), not both: the growth is
+  // granted first and the 60 waits for what it holds. (Behind the 60, the growth could not pass
+  // it: 50 + 60 would not leave it its room.)
   MemoryLedger ledger(100 * GB);
+  ledger.set_clock_for_testing(&fake_now);
+  fake_ms = 0;
   auto mine = ledger.reserve(40 * GB);
   auto other = ledger.reserve(50 * GB);
   std::atomic<bool> large_granted{false};
@@ -312,17 +319,43 @@ TEST(MemoryLedger, AGrowthGoesBeforeAWaiterThatHoldsNothing) {
   });
   ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
   std::atomic<bool> grown{false};
-  std::thread grower([&] { grown = ledger.grow(mine, 20 * GB); });
+  std::thread grower([&] { grown = ledger.grow(mine, 50 * GB); });
   ASSERT_TRUE(eventually([&] { return ledger.waiting() == 2; }));
+  fake_ms = MemoryLedger::kPassingWindow.count() + 1;
   other.release();
   ASSERT_TRUE(eventually([&] { return grown.load(); }));
   grower.join();
-  EXPECT_DOUBLE_EQ(mine.bytes(), 60 * GB);
+  EXPECT_DOUBLE_EQ(mine.bytes(), 90 * GB);
   std::this_thread::sleep_for(50ms);
-  EXPECT_FALSE(large_granted);  // 60 GB held by the grown evaluation: it waits
+  EXPECT_FALSE(large_granted);  // 90 GB held by the grown evaluation: it waits
   mine.release();
   large.join();
   EXPECT_TRUE(large_granted);
+}
+
+TEST(MemoryLedger, AGrowthAtOnceLeavesTheGrowthWaitingItsRoom) {
+  // 30 + 30 + 30 held; the first asks 30 more and waits. The second's 5 more fit now (95), but
+  // would leave the first 0 of its 30 once the third goes: it waits behind it, and both are
+  // granted in turn once the third has gone.
+  MemoryLedger ledger(100 * GB);
+  auto a = ledger.reserve(30 * GB);
+  auto b = ledger.reserve(30 * GB);
+  auto third = ledger.reserve(30 * GB);
+  std::atomic<bool> a_grown{false};
+  std::atomic<bool> b_grown{false};
+  std::thread ta([&] { a_grown = ledger.grow(a, 30 * GB); });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
+  std::thread tb([&] { b_grown = ledger.grow(b, 5 * GB); });
+  ASSERT_TRUE(eventually([&] { return ledger.waiting() == 2; }));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(b_grown);
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 90 * GB);
+  third.release();
+  ta.join();
+  tb.join();
+  EXPECT_TRUE(a_grown && b_grown);
+  EXPECT_DOUBLE_EQ(a.bytes(), 60 * GB);
+  EXPECT_DOUBLE_EQ(b.bytes(), 35 * GB);
 }
 
 TEST(MemoryLedger, ASecondGrowthIsRefusedAtOnceWhereBothCouldNotFinish) {
@@ -333,8 +366,18 @@ TEST(MemoryLedger, ASecondGrowthIsRefusedAtOnceWhereBothCouldNotFinish) {
   std::thread t([&] { a_grown = ledger.grow(a, 50 * GB); });
   ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
   // Each holding what the other waits for would wait forever: the second is told at once, and
-  // what it holds is as it was.
-  EXPECT_FALSE(ledger.grow(b, 50 * GB));
+  // what it holds is as it was. (Asked on a thread of its own: a growth that waited instead would
+  // hang the test, so it ends the process with the reason.)
+  std::promise<bool> answer;
+  auto answered = answer.get_future();
+  std::thread([&ledger, &b, answer = std::move(answer)]() mutable {
+    answer.set_value(ledger.grow(b, 50 * GB));
+  }).detach();
+  if (answered.wait_for(5s) != std::future_status::ready) {
+    std::fprintf(stderr, "the second growth waited: the two would wait forever\n");
+    std::abort();
+  }
+  EXPECT_FALSE(answered.get());
   EXPECT_DOUBLE_EQ(b.bytes(), 45 * GB);
   EXPECT_EQ(ledger.waiting(), 1);
   b.release();  // what its caller then does: gives back and waits anew (reserve)
@@ -344,8 +387,9 @@ TEST(MemoryLedger, ASecondGrowthIsRefusedAtOnceWhereBothCouldNotFinish) {
 }
 
 TEST(MemoryLedger, GrowthsThatCanFinishInTurnWaitTogether) {
-  // 20 + 20 held by two evaluations that each want 30 more, beside 60 held by a third: once the
-  // third has gone the first gets its 30 (70 held), and once it has finished, so does the second.
+  // 20 + 20 held by two evaluations that want 30 and 60 more, beside 60 held by a third: once
+  // the third has gone the first gets its 30 (70 held), and once it has finished the second gets
+  // its 60. Neither is refused: they can be granted in turn.
   MemoryLedger ledger(100 * GB);
   auto a = ledger.reserve(20 * GB);
   auto b = ledger.reserve(20 * GB);
@@ -354,17 +398,19 @@ TEST(MemoryLedger, GrowthsThatCanFinishInTurnWaitTogether) {
   std::atomic<bool> b_grown{false};
   std::thread ta([&] { a_grown = ledger.grow(a, 30 * GB); });
   ASSERT_TRUE(eventually([&] { return ledger.waiting() == 1; }));
-  std::thread tb([&] { b_grown = ledger.grow(b, 30 * GB); });
+  std::thread tb([&] { b_grown = ledger.grow(b, 60 * GB); });
   ASSERT_TRUE(eventually([&] { return ledger.waiting() == 2; }));  // waits: not refused
   third.release();
   ASSERT_TRUE(eventually([&] { return a_grown.load(); }));
   ta.join();
   EXPECT_DOUBLE_EQ(a.bytes(), 50 * GB);
-  // 70 held, so the second's 30 fit too (a growth ahead of it no longer waits).
-  ASSERT_TRUE(eventually([&] { return b_grown.load(); }));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(b_grown);  // 70 held: its 60 wait for the first to finish
+  a.release();
   tb.join();
-  EXPECT_DOUBLE_EQ(b.bytes(), 50 * GB);
-  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 100 * GB);
+  EXPECT_TRUE(b_grown);
+  EXPECT_DOUBLE_EQ(b.bytes(), 80 * GB);
+  EXPECT_DOUBLE_EQ(ledger.reserved_bytes(), 80 * GB);
   EXPECT_EQ(ledger.waiting(), 0);
 }
 
