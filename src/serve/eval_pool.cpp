@@ -155,7 +155,8 @@ void EvalPool::run_thread(size_t index) {
     if (ahead_job == job->id) prestarted = std::move(ahead);
     ahead.reset();
     ahead_job.clear();
-    if (auto next = queue_.peek(streak >= kMaxStreak ? std::string() : current, taker)) {
+    auto next = queue_.peek(streak >= kMaxStreak ? std::string() : current, taker);
+    if (next) {
       try {
         ahead = eval::start_candidate_worker(job_request(settings_.server, *next, device),
                                              next->candidate_sha256);
@@ -164,6 +165,7 @@ void EvalPool::run_thread(size_t index) {
         // Started again, and its failure reported, in its own evaluation.
       }
     }
+    start_reference_ahead(index, *job, next ? &*next : nullptr, reference);
     show(index, job->id, job->problem_sha256);
     evaluate_job(index, *job, reference, std::move(prestarted), healthy);
     show(index, "", "");
@@ -213,15 +215,42 @@ std::optional<Result> EvalPool::evaluate(const Job& job, const eval::EvalRequest
   }
 }
 
-void EvalPool::evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& reference,
-                            std::shared_ptr<eval::CandidateWorker> prestarted, bool& healthy) {
+eval::EvalRequest EvalPool::placed_request(size_t index, const Job& job,
+                                           eval::ReferenceSlot& reference) {
   const std::string& device = slots_[index].device;
-  const int sharing = threads_on_.at(device);
   eval::EvalRequest request = job_request(settings_.server, job, device);
   request.placement.reference = &reference;
   request.placement.spare_reference = eval::spare_references_wanted(device);
   request.placement.gate = gates_.at(device).get();
-  request.placement.evaluations_per_device = sharing;
+  request.placement.evaluations_per_device = threads_on_.at(device);
+  request.placement.sessions_ahead = true;  // start_reference_ahead, on every device
+  return request;
+}
+
+void EvalPool::start_reference_ahead(size_t index, const Job& job, const Job* next,
+                                     eval::ReferenceSlot& reference) {
+  const fs::path this_problem = fs::absolute(job.problem_file);
+  std::optional<fs::path> next_problem;
+  if (next) next_problem = fs::absolute(next->problem_file);
+  std::erase_if(reference.ahead, [&](const auto& entry) {
+    return entry.first != this_problem && entry.first != next_problem;
+  });
+  if (!next || *next_problem == this_problem || reference.ahead.contains(*next_problem)) return;
+  // (The thread's own session for `next`'s problem, kept from before, is reused instead.)
+  if (reference.session && reference.session->problem == *next_problem) return;
+  try {
+    reference.ahead[*next_problem] =
+        eval::start_reference_session(placed_request(index, *next, reference), false);
+  } catch (const std::exception&) {
+    // Started again, and its failure reported, in its own evaluation.
+  }
+}
+
+void EvalPool::evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& reference,
+                            std::shared_ptr<eval::CandidateWorker> prestarted, bool& healthy) {
+  const std::string& device = slots_[index].device;
+  const int sharing = threads_on_.at(device);
+  eval::EvalRequest request = placed_request(index, job, reference);
   request.placement.prestarted = std::move(prestarted);
   const std::string key =
       job_store_key(settings_.server, job.spec, job.problem_sha256, job.candidate_sha256, device);

@@ -62,6 +62,15 @@ class EvalPool final : public Evaluators {
     std::string first_attempt;
   };
   void run_thread(size_t index);
+  // Job `job`'s request on thread `index`'s device: its reference kept in `reference`, through
+  // the device's gate, sharing the device with the device's other threads and their sessions
+  // started ahead.
+  eval::EvalRequest placed_request(size_t index, const Job& job, eval::ReferenceSlot& reference);
+  // The reference session of `next`'s problem, started beside `job`'s evaluation where the
+  // problems differ (loaded, and drawn within the device's share for work ahead), as kbv run's
+  // device threads do; only the sessions of these two problems are kept.
+  void start_reference_ahead(size_t index, const Job& job, const Job* next,
+                             eval::ReferenceSlot& reference);
   // The first attempt: stored, or deferred for a retry alone.
   void evaluate_job(size_t index, const Job& job, eval::ReferenceSlot& reference,
                     std::shared_ptr<eval::CandidateWorker> prestarted, bool& healthy);

@@ -275,6 +275,34 @@ def test_a_failure_with_the_device_alone_stands(tmp_path, cache_dir):
         assert s.stop() == 0
 
 
+def test_the_next_problems_reference_is_started_ahead(tmp_path, cache_dir):
+    """One evaluation thread, a batch over two problems: the second problem's reference session
+    was started (loaded and drawn) while the first problem's job was evaluated, as kbv run's
+    device threads do, and it judges the same way."""
+    softmax = (PROBLEMS / "level1" / "4_Softmax.py").read_text()
+    honest_softmax = REPO / "examples" / "candidates" / "cpu" / "level1" / "4_Softmax.py"
+    s = Server(tmp_path, cache_dir)
+    try:
+        ids = s.client().batch(
+            [
+                request(slow_candidate(1, f"ahead-{time.time_ns()}"), allow_library=True),
+                {"problem": softmax, "candidate": honest_softmax.read_text(), **OPTIONS,
+                 "problem_name": "level1/4_Softmax"},
+            ],
+            wait=False,
+        )  # fmt: skip
+        first, second = (s.client().result(i)["result"] for i in ids)
+        assert first["verdict"] == second["verdict"] == "correct", second["reason"]
+        assert not first["problem"]["reference"].get("started_ahead")
+        ahead = second["problem"]["reference"]
+        assert ahead.get("started_ahead") is True and not ahead["reused"], ahead
+        assert ahead["prepared_ahead"] is True and ahead["preparations"] == 1, ahead
+        assert set(second["correctness"]) == set(first["correctness"])
+        assert second["candidate"].get("worker_started_ahead") is True
+    finally:
+        assert s.stop() == 0
+
+
 def test_a_slow_loris_does_not_block_others(server):
     # Stored first, by this test: xdist may run the module's other tests on another worker.
     server.client().evaluate(RELU, HONEST, **OPTIONS)
