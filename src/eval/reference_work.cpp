@@ -438,6 +438,14 @@ std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& req
   return session;
 }
 
+bool keep_sessions_ahead(ReferenceSlot& slot, const fs::path& this_problem,
+                         const std::optional<fs::path>& next_problem) {
+  std::erase_if(slot.ahead, [&](const auto& entry) {
+    return entry.first != this_problem && entry.first != next_problem;
+  });
+  return next_problem && *next_problem != this_problem && !slot.ahead.contains(*next_problem);
+}
+
 bool await_needs_whole_device(ReferenceSession& session) {
   auto t = Clock::now();
   auto since = std::chrono::system_clock::now();

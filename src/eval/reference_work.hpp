@@ -131,6 +131,12 @@ bool spare_references_wanted(const std::string& device);
 std::unique_ptr<ReferenceSession> start_reference_session(const EvalRequest& request,
                                                           bool load_only = false);
 
+// A device thread about to evaluate `this_problem` with `next_problem` after it (kbv run's and
+// kbv serve's): of the sessions started ahead in `slot`, those two problems' stay and the others
+// stop. True where `next_problem`'s is yet to be started: another problem, none kept for it.
+bool keep_sessions_ahead(ReferenceSlot& slot, const std::filesystem::path& this_problem,
+                         const std::optional<std::filesystem::path>& next_problem);
+
 // Blocks until a session started ahead has loaded its problem (or failed to): whether one
 // evaluation of it needs the device's memory to itself (ReferenceSession::needs_whole_device;
 // false where the load failed, and the evaluation then reports why). The wait is traced

@@ -223,12 +223,10 @@ class DeviceThread {
     const fs::path this_problem = fs::absolute(task(i).problem.path);
     std::optional<fs::path> next_problem;
     if (next_) next_problem = fs::absolute(task(*next_).problem.path);
-    std::erase_if(reference_.ahead, [&](const auto& entry) {
-      return entry.first != this_problem && entry.first != next_problem;
-    });
+    const bool start_session = eval::keep_sessions_ahead(reference_, this_problem, next_problem);
     if (!next_) return;
     next_worker_ = try_start_candidate_worker(*next_);
-    if (*next_problem != this_problem && !reference_.ahead.contains(*next_problem)) {
+    if (start_session) {
       if (auto session = try_start_reference_session(*next_, /*load_only=*/false)) {
         reference_.ahead[*next_problem] = std::move(session);
       }

@@ -229,13 +229,9 @@ eval::EvalRequest EvalPool::placed_request(size_t index, const Job& job,
 
 void EvalPool::start_reference_ahead(size_t index, const Job& job, const Job* next,
                                      eval::ReferenceSlot& reference) {
-  const fs::path this_problem = fs::absolute(job.problem_file);
   std::optional<fs::path> next_problem;
   if (next) next_problem = fs::absolute(next->problem_file);
-  std::erase_if(reference.ahead, [&](const auto& entry) {
-    return entry.first != this_problem && entry.first != next_problem;
-  });
-  if (!next || *next_problem == this_problem || reference.ahead.contains(*next_problem)) return;
+  if (!eval::keep_sessions_ahead(reference, fs::absolute(job.problem_file), next_problem)) return;
   // (The thread's own session for `next`'s problem, kept from before, is reused instead.)
   if (reference.session && reference.session->problem == *next_problem) return;
   try {
