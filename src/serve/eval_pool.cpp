@@ -232,8 +232,6 @@ void EvalPool::start_reference_ahead(size_t index, const Job& job, const Job* ne
   std::optional<fs::path> next_problem;
   if (next) next_problem = fs::absolute(next->problem_file);
   if (!eval::keep_sessions_ahead(reference, fs::absolute(job.problem_file), next_problem)) return;
-  // (The thread's own session for `next`'s problem, kept from before, is reused instead.)
-  if (reference.session && reference.session->problem == *next_problem) return;
   try {
     reference.ahead[*next_problem] =
         eval::start_reference_session(placed_request(index, *next, reference), false);
