@@ -34,7 +34,7 @@ if [ $H200 = 1 ]; then
   zoo
   [ "$(left)" -gt 60 ] && audit 10
 else
-  audit 250  # the 9 left take about 200 s; the zoo the rest
+  audit ${AUDIT_RESERVE:-250}  # the 9 left take about 200 s; the zoo the rest (AUDIT_RESERVE=0: none)
   [ "$(left)" -gt 120 ] && zoo
 fi
 python3 bench/trace_timeline.py $S/trace.jsonl --top 20 > $S/timeline.txt 2>&1
