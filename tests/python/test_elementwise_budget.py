@@ -175,3 +175,21 @@ def test_the_sensitivity_is_reproducible_from_its_seed_and_follows_the_terms():
     ratio = (first.double() / expected).median()
     assert 0.5 < float(ratio) < 1.5, float(ratio)
     assert float((truth.abs() / expected).median()) < 1.0  # the output is below its noise
+
+
+class Log(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log(x)
+
+
+def test_where_the_perturbed_runs_are_not_finite_the_sensitivity_is_zero():
+    """log(0) is -inf in the truth and in every perturbed run, so their difference is NaN there:
+    the sensitivity says nothing (0, the floor decides) and stays finite elsewhere."""
+    x = torch.rand(ROWS, COLS, generator=torch.Generator().manual_seed(3)) + 0.5
+    x[::7, ::3] = 0.0
+    truth, sens = _variants(Log(), x)
+    zero = x == 0
+    assert bool(torch.isinf(truth[zero]).all())
+    assert bool(torch.isfinite(sens).all())
+    assert bool((sens[zero] == 0).all())
+    assert bool((sens[~zero] > 0).any())
