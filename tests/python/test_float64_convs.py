@@ -6,6 +6,7 @@ show (the speed is docs/results/h100-2026-12-07-s33/)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from kbv import float64_convs
@@ -97,3 +98,19 @@ def test_out_of_memory_with_cudnn_off_runs_the_call_again_through_cudnn():
 def test_only_models_holding_a_transposed_convolution_are_routed():
     assert float64_convs.has_transposed_convs(UpThenConv())
     assert not float64_convs.has_transposed_convs(nn.Sequential(nn.Conv2d(3, 3, 3), nn.ReLU()))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_gpu_the_routed_float64_transposed_convolution_gives_cudnns_values():
+    """On the GPU: routed (cuDNN off) and through cuDNN, the same float64 values to rounding."""
+    torch.manual_seed(0)
+    model = nn.ConvTranspose3d(8, 4, kernel_size=(3, 5, 7), stride=2).cuda().double()
+    x = torch.randn(2, 8, 12, 10, 9, device="cuda", dtype=torch.float64)
+    with torch.no_grad():
+        through_cudnn = model(x)
+        mode = float64_convs.NativeTransposedConvs("cuda")
+        with mode:
+            routed = model(x)
+    assert (mode.routed, mode.fell_back) == (1, 0)
+    scale = float(through_cudnn.abs().max())
+    assert float((routed - through_cudnn).abs().max()) <= 1e-12 * scale
