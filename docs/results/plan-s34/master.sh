@@ -10,5 +10,9 @@
 #   setsid nohup docs/results/plan-s34/master.sh TOTAL > /tmp/s34.log 2>&1 < /dev/null &
 #   sleep 2; bench/device_collect.sh s34 570          (then again at once after each return)
 cd "$(dirname "$0")/../../.." || exit 1
+# First the GPU twin of float64_convs (seconds; no build needed): its figures in the plan's folder.
+mkdir -p /tmp/s34
+timeout 90 python3 -m pytest -q -p no:cacheprovider tests/python/test_float64_convs.py \
+  > /tmp/s34/float64_convs_tests.txt 2>&1
 PLAN_DIR=/tmp/s34 SEED_H100=h100-2026-12-07-s33 SEED_H200=h200-2026-12-06-s29 FRESH_AUDIT=1 \
   exec docs/results/plan-s30/master.sh "$@"
