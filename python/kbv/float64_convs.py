@@ -32,7 +32,8 @@ def has_transposed_convs(model: nn.Module) -> bool:
 class NativeTransposedConvs(TorchFunctionMode):
     """Within it, a transposed convolution of a float64 tensor on `device_type` runs with cuDNN
     off (every other call as it would); one that runs out of device memory so runs again with
-    cuDNN as it was. `routed` and `fell_back` count the calls (the figures of a draw)."""
+    cuDNN as it was. `routed` and `fell_back` count the calls (read by the tests; no result
+    records them)."""
 
     def __init__(self, device_type: str = "cuda") -> None:
         super().__init__()

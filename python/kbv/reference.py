@@ -1354,7 +1354,7 @@ class ReferenceRole:
         # Transposed convolutions through PyTorch's own path on the GPU, a tenth of cuDNN's
         # float64 time (float64_convs); entered only for a model that holds one.
         routing = (
-            float64_convs.NativeTransposedConvs(self.device.type)
+            float64_convs.NativeTransposedConvs()
             if self.device.type == "cuda" and float64_convs.has_transposed_convs(self.model64)
             else contextlib.nullcontext()
         )
