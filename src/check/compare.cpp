@@ -111,13 +111,17 @@ std::string normwise_reason(const Outcome& o, const Policy& p) {
 }
 
 std::string conditioned_normwise_reason(const Outcome& o, const CandidatePass& pass,
-                                        const Policy& p) {
+                                        const OutputBaseline& b, const Policy& p) {
+  const bool by_reference = pass.norm_budget_conditioned > pass.norm_budget;
   return fmt::format(
       "normwise relative error {:.3g} over the elements whose rounding sensitivity does not open "
-      "their budget exceeds {:.3g} (the larger of the floor {:.3g} and {:g} x the baseline's "
-      "{:.3g}; ill-conditioned elements elsewhere do not widen it)",
-      o.candidate.normwise_conditioned, pass.norm_budget, p.norm_floor, p.baseline_multiplier,
-      o.baseline->normwise_rel);
+      "their budget exceeds {:.3g} (the largest of the floor {:.3g}, {:g} x the baseline's "
+      "{:.3g}{}; ill-conditioned elements elsewhere do not widen it)",
+      o.candidate.normwise_conditioned, pass.norm_budget_conditioned, p.norm_floor,
+      p.baseline_multiplier, o.baseline->normwise_rel,
+      by_reference ? fmt::format(" and {:g} x its {:.3g} over those elements",
+                                 p.baseline_multiplier, b.vs_budget->figures.normwise_conditioned)
+                   : std::string());
 }
 
 // The pass's normwise budget opened by the sensitivity's own normwise figure, where the pass
@@ -195,8 +199,9 @@ Outcome decide_scaled(const OutputBaseline& b, const CandidatePass& pass, const 
   o.norm_margin = m.figures.normwise_rel / nonzero_or_floor(o.norm_budget);
   const bool opened = normwise_opened(pass, o);
   if (opened) {
-    o.norm_margin = std::max(*o.norm_margin,
-                             m.figures.normwise_conditioned / nonzero_or_floor(pass.norm_budget));
+    o.norm_budget_conditioned = pass.norm_budget_conditioned;
+    o.norm_margin = std::max(*o.norm_margin, m.figures.normwise_conditioned /
+                                                 nonzero_or_floor(pass.norm_budget_conditioned));
   }
   const Judge judge = judge_of(b, pass);
   const std::optional<ReferenceExcess> excess = reference_excess(b, p);
@@ -209,8 +214,8 @@ Outcome decide_scaled(const OutputBaseline& b, const CandidatePass& pass, const 
     o.reason = nonfinite_reason(c, judge, m, true);
   } else if (m.figures.normwise_rel > o.norm_budget) {
     o.reason = normwise_reason(o, p);
-  } else if (opened && m.figures.normwise_conditioned > pass.norm_budget) {
-    o.reason = conditioned_normwise_reason(o, pass, p);
+  } else if (opened && m.figures.normwise_conditioned > pass.norm_budget_conditioned) {
+    o.reason = conditioned_normwise_reason(o, pass, b, p);
   } else if (m.figures.elements_over > 0) {
     o.reason = elementwise_reason(c, judge, m, pass.spec);
     if (excess && excess->admits(m.figures)) {
@@ -298,7 +303,8 @@ nlohmann::json Policy::to_json() const {
           {"baseline_multiplier", baseline_multiplier},
           {"sens_multiplier", sens_multiplier},
           {"sens_norm_multiplier", sens_norm_multiplier},
-          {"admit_reference_excess", admit_reference_excess}};
+          {"admit_reference_excess", admit_reference_excess},
+          {"conditioned_budget_by_reference", conditioned_budget_by_reference}};
 }
 
 Policy Policy::from_json(const nlohmann::json& j) {
@@ -313,6 +319,8 @@ Policy Policy::from_json(const nlohmann::json& j) {
   // Absent from policies written before protocol version 4: no sensitivity term.
   p.sens_norm_multiplier = j.value("sens_norm_multiplier", 0.0);
   p.admit_reference_excess = j.value("admit_reference_excess", false);
+  // Absent from policies written before protocol version 5: the error over every element.
+  p.conditioned_budget_by_reference = j.value("conditioned_budget_by_reference", false);
   return p;
 }
 
@@ -323,6 +331,9 @@ nlohmann::json Outcome::to_json() const {
                         {"baseline", baseline ? baseline->to_json() : nlohmann::json(nullptr)},
                         {"norm_budget", encode_double(norm_budget)},
                         {"elem_budget", encode_double(elem_budget)}};
+  if (norm_budget_conditioned) {
+    out["norm_budget_conditioned"] = encode_double(*norm_budget_conditioned);
+  }
   if (reference_vs_budget) {
     out["reference_vs_budget"] = {
         {"elements_over", reference_vs_budget->elements_over},
@@ -339,6 +350,7 @@ nlohmann::json CandidatePass::to_json() const {
   return {{"spec", pass_spec_to_json(spec)},
           {"against_truth", against_truth},
           {"norm_budget", encode_double(norm_budget)},
+          {"norm_budget_conditioned", encode_double(norm_budget_conditioned)},
           {"elem_budget", encode_double(elem_budget)}};
 }
 
@@ -356,6 +368,16 @@ CandidatePass plan_candidate_pass(const OutputBaseline& b, const Policy& p) {
   }
   const ErrorFigures base = baseline_figures(b);
   pass.norm_budget = std::max(p.norm_floor, p.baseline_multiplier * base.normwise_rel);
+  pass.norm_budget_conditioned = pass.norm_budget;
+  // The reference over the same elements, measured with the same sensitivity (a pass whose
+  // sensitivity was deferred measured the reference with none: every element counts, the
+  // figure is its error over all of them and the budget stays norm_budget).
+  if (p.conditioned_budget_by_reference && b.vs_budget) {
+    const double own = b.vs_budget->figures.normwise_conditioned;
+    if (std::isfinite(own)) {
+      pass.norm_budget_conditioned = std::max(pass.norm_budget, p.baseline_multiplier * own);
+    }
+  }
   // The elementwise budget no longer follows the baseline's worst element (a heavy-tailed
   // maximum that moved between draws): a fixed floor, opened per element by its sensitivity.
   pass.elem_budget = p.elem_floor;

@@ -71,6 +71,14 @@ struct Policy {
   // baseline_multiplier times the reference's worst: the same multiplier the normwise rule gives
   // the reference's normwise error. Where the reference is within its budget nothing changes.
   bool admit_reference_excess = true;
+  // Where the sensitivity opens the normwise budget, the budget the elements it does not open
+  // keep over their own norm follows the reference's own error over those same elements
+  // (OutputBaseline::vs_budget's normwise_conditioned, protocol version 5), not its error over
+  // every element: on outputs of a wide dynamic range the well-conditioned elements are the
+  // small ones, whose relative error is several times the whole output's, and the reference's
+  // own copy failed the rule (KernelBench's 49_Mamba2ReturnFinalState on the H100:
+  // docs/results/h100-2026-12-07-s34/). False: version 4's rule, the error over every element.
+  bool conditioned_budget_by_reference = true;
 
   static Policy verified();
   static Policy allclose(double atol, double rtol);
@@ -87,6 +95,9 @@ struct Outcome {
   std::optional<ErrorFigures> baseline;  // the reference against the truth (Scaled only)
   // norm_budget: the pass's (floor, baseline) opened by the sensitivity's normwise figure.
   double norm_budget = 0, elem_budget = 0;
+  // Where the sensitivity opened norm_budget: the budget of the elements it does not open, over
+  // their own norm (CandidatePass::norm_budget_conditioned).
+  std::optional<double> norm_budget_conditioned;
   // How close the verdict was (scaled policy, floating outputs): the candidate's largest error
   // over its element's budget (ErrorFigures::budget_ratio), and its normwise error over the
   // normwise budget. A pass
@@ -107,6 +118,11 @@ struct CandidatePass {
   // elem_budget: the floor's relative factor F (elem_floor); each element's budget is
   // spec.budget(|t_i|, s_i).
   double norm_budget = 0, elem_budget = 0;
+  // The normwise budget of the elements whose budget the sensitivity does not open, over their
+  // own norm, where the sensitivity opens the normwise budget: at least norm_budget, and
+  // baseline_multiplier times the reference's own error over those elements where it was
+  // measured (Policy::conditioned_budget_by_reference).
+  double norm_budget_conditioned = 0;
   nlohmann::json to_json() const;  // {"spec": pass_spec_to_json, "against_truth", budgets}
 };
 

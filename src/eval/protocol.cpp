@@ -31,6 +31,10 @@ Protocol protocol_by_name(const std::string& name, int hidden_draws) {
                   {"h3_wide_range", hidden_draws},
                   {"h4_special", hidden_draws}};
     p.timing_families = {"h1_native"};
+    // 5: where the sensitivity opens the normwise budget, the elements it does not open keep a
+    // budget over their own norm of at least 4x the TF32 reference's own error over them, not
+    // over every element (check::Policy::conditioned_budget_by_reference): the reference's own
+    // copy of KernelBench's 49_Mamba2ReturnFinalState failed version 4's rule on the H100.
     // 4: the normwise budget is opened by the rounding sensitivity's own normwise figure
     // (check::Policy::sens_norm_multiplier), and the sensitivity is eight runs with normal
     // perturbations, not two with random signs: an honest TF32 convolution failed the normwise
@@ -41,7 +45,7 @@ Protocol protocol_by_name(const std::string& name, int hidden_draws) {
     // 16 of KernelBench's last 84 references failed themselves under 2 on the H200).
     // 2: each element's budget follows its own rounding sensitivity (issue 19; 1 was 4x the
     // TF32 baseline's worst element on the draw). Results say which rule judged them.
-    p.version = 4;
+    p.version = 5;
     p.policy = check::Policy::verified();
     p.description =
         "kbv: TF32 baseline, native plus four hidden input families under a secret seed, "

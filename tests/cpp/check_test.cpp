@@ -3,6 +3,7 @@
 // Every case is also decided through the split API (baseline, plan, measurement, decide) with
 // JSON between the steps, and must come out the same.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -345,6 +346,67 @@ TEST_F(ScaledTest, TheSensitivitysNormOpensTheNormwiseBudget) {
   EXPECT_EQ(old.sens_norm_multiplier, 0.0);
   EXPECT_FALSE(with_sensitivity(honest, old).passed);
   EXPECT_EQ(Policy::from_json(Policy::verified().to_json()).sens_norm_multiplier, 1.5);
+}
+
+// Protocol version 5: the well-conditioned elements' budget over their own norm follows the
+// reference's own error over those elements. An output of a wide dynamic range (Mamba2's final
+// state): 10,000 large elements of scale 1000 whose sensitivity opens their budget, the rest of
+// scale 1 with none. The TF32 reference is 1e-4 off on the large ones and 2e-3 off on the small
+// ones: 1e-4 over the whole output, 2e-3 over the small elements, above the floor of 1e-3.
+TEST(ConditionedBudget, FollowsTheReferencesOwnErrorOverTheSameElements) {
+  const std::vector<int64_t> shape{100, 1000};
+  const size_t n = 100000, large = 10000;
+  std::vector<double> truth_values = randn(n, 31), sens(n, 0.0);
+  for (size_t i = 0; i < large; ++i) {
+    truth_values[i] *= 1000;
+    sens[i] = 0.01 * std::abs(truth_values[i]);
+  }
+  // Each element off by `large_rel` (the large ones) or `small_rel` (the rest) of itself.
+  const auto off = [&](double large_rel, double small_rel, uint32_t seed) {
+    std::vector<double> v = truth_values;
+    const std::vector<double> z = randn(n, seed);
+    for (size_t i = 0; i < n; ++i) v[i] *= 1 + (i < large ? large_rel : small_rel) * z[i];
+    return v;
+  };
+  const Owned truth = f64(shape, truth_values), s = f32(shape, sens);
+  const Owned reference = f32(shape, off(1e-4, 2e-3, 5));
+  const TensorView sv = s.view();
+  const auto with = [&](const std::vector<double>& c, const Policy& policy) {
+    return judged(f32(shape, c), reference, truth, policy, &sv);
+  };
+  Policy v4 = Policy::verified();
+  v4.conditioned_budget_by_reference = false;
+  // The reference's own copy: failed version 4's rule, passes now.
+  const Outcome own_v4 = judged(reference, reference, truth, v4, &sv);
+  EXPECT_FALSE(own_v4.passed);
+  EXPECT_TRUE(contains(own_v4.reason, "over the elements whose rounding sensitivity"))
+      << own_v4.reason;
+  const Outcome own = judged(reference, reference, truth, Policy::verified(), &sv);
+  EXPECT_TRUE(own.passed) << own.reason;
+  ASSERT_TRUE(own.norm_budget_conditioned.has_value());
+  // (about 2e-3: the large elements near zero are within the floor as well, 1e-4 off)
+  EXPECT_GT(own.candidate.normwise_conditioned, 1.5e-3);
+  EXPECT_LT(own.candidate.normwise_conditioned, 2.1e-3);
+  EXPECT_NEAR(*own.norm_budget_conditioned, 4 * own.candidate.normwise_conditioned, 1e-9);
+  EXPECT_LE(*own.norm_margin, 0.3);
+  // An honest kernel of the reference's class (other rounding, same size) passes too.
+  EXPECT_TRUE(with(off(1e-4, 2e-3, 6), Policy::verified()).passed);
+  // A kernel 3% off on every small element (within the elementwise floor there, whose absolute
+  // part follows the large elements' scale, and far within the opened normwise budget) fails:
+  // 15x the reference over those elements.
+  const Outcome sloppy = with(off(1e-4, 3e-2, 7), Policy::verified());
+  EXPECT_FALSE(sloppy.passed);
+  EXPECT_EQ(sloppy.candidate.elements_over, 0);
+  EXPECT_LT(sloppy.candidate.normwise_rel, sloppy.norm_budget);
+  EXPECT_TRUE(contains(sloppy.reason, fmt::format("4 x its {:.3g} over those elements",
+                                                  own.candidate.normwise_conditioned)))
+      << sloppy.reason;
+  EXPECT_GT(*sloppy.norm_margin, 3.0);
+  // The rule from a policy's JSON: absent (written before version 5), version 4's.
+  nlohmann::json old = Policy::verified().to_json();
+  old.erase("conditioned_budget_by_reference");
+  EXPECT_FALSE(Policy::from_json(old).conditioned_budget_by_reference);
+  EXPECT_TRUE(Policy::from_json(Policy::verified().to_json()).conditioned_budget_by_reference);
 }
 
 TEST_F(ScaledTest, MarginsSayHowCloseAVerdictWas) {

@@ -28,7 +28,7 @@ def test_a_copy_of_a_reference_over_its_own_budget_is_correct(run_eval):
     e = run_eval(DATA / "problem.py", DATA / "copy.py", *ARGS)
     assert e.result is not None, e.stderr
     assert e.result["verdict"] == "correct", e.result.get("reason")
-    assert e.result["environment"]["protocol_version"] == 4
+    assert e.result["environment"]["protocol_version"] == 5
     outputs = _outputs(e.result)
     admitted = [o for o in outputs if (o.get("reference_vs_budget") or {}).get("elements_over")]
     # The reference is over its budget on most cases (every element is rounded to 0.0625), and
