@@ -4,8 +4,9 @@
 # (`setsid`) across calls in $S and each call collects what it has done (bench/device_collect.sh).
 # Usage, at the top of a plan's master.sh (from the repository root):
 #   S=/tmp/NAME TOTAL=${1:-1300} source bench/device_plan.sh
-# It gives: $S made; H200 (1 on an H200, else 0); KBV_BIN, KBV_NATIVE_DIR, KBV_CACHE_DIR exported; `left` (seconds of TOTAL
-# left), `say TEXT` (a timed line in $S/summary.txt), `limit WANT` (WANT capped by what is left);
+# It gives: $S made; H200 (1 on an H200, else 0); KBV_BIN, KBV_NATIVE_DIR, KBV_CACHE_DIR
+# exported; `left` (seconds of TOTAL left), `say TEXT` (a timed line in $S/summary.txt),
+# `limit WANT` (WANT capped by what is left);
 # the steps plans repeat: `plan_audit DB SECONDS` (kbv audit over .kb into DB, traced),
 # `plan_zoo NAME FILTER PHASE1_S PHASE2_S SECONDS` (bench/gpu_zoo.sh over the files FILTER
 # matches, into $S/NAME), `plan_kb_baseline SEED_JSONL` (KernelBench's own baseline timing,
