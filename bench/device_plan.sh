@@ -73,5 +73,7 @@ plan_kb_baseline() {
   PYTHONPATH=/tmp/site KBV_KERNELBENCH=.kb timeout "$(limit "$TOTAL")" \
     python3 bench/kernelbench_baseline_time.py --levels 1 2 3 --out "$S/kb_baseline.jsonl" \
     > "$S/kb_baseline.txt" 2>&1
-  say "KernelBench baseline rc=$? in $(( $(date +%s) - t )) s; $(wc -l < "$S/kb_baseline.jsonl") problems in all"
+  local rc=$? problems
+  problems=$(wc -l < "$S/kb_baseline.jsonl")
+  say "KernelBench baseline rc=$rc in $(( $(date +%s) - t )) s; $problems problems in all"
 }
