@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call's share of a detached plan (bench/device_plan.sh): waits up to WAIT_S seconds
 # for the plan in /tmp/NAME to finish, prints its summary and log tail, then packs /tmp/NAME into
-# $OUT/NAME.tar.gz (big archives the plan names in EXCLUDE left out). Send the next call at once:
+# $OUT/NAME.tar.gz (big archives the plan names in EXCLUDE left out). Send the next call at once,
+# naming the same `carry` (a call without it has the device remove those paths from the checkout):
 # the machine goes back 30 s after one.
 # Usage: bench/device_collect.sh NAME WAIT_S [EXCLUDE_GLOB]
 NAME=${1:?usage: device_collect.sh NAME WAIT_S [EXCLUDE_GLOB]}; WAIT=${2:-500}

@@ -7,13 +7,15 @@
 # It gives: $S made; H200 (1 on an H200, else 0); KBV_BIN, KBV_NATIVE_DIR, KBV_CACHE_DIR
 # exported; `left` (seconds of TOTAL left), `say TEXT` (a timed line in $S/summary.txt),
 # `limit WANT` (WANT capped by what is left);
-# the steps plans repeat: `plan_audit DB SECONDS` (kbv audit over .kb into DB, traced),
+# the steps plans repeat: `plan_audit DB SECONDS` (kbv audit over KernelBench's .kb into DB, traced),
 # `plan_zoo NAME FILTER PHASE1_S PHASE2_S SECONDS` (bench/gpu_zoo.sh over the files FILTER
 # matches, into $S/NAME), `plan_kb_baseline SEED_JSONL` (KernelBench's own baseline timing,
 # resumed from SEED_JSONL, until TOTAL);
 # the GPU's memory and use sampled every 2 s ($S/gpu_samples.csv: seconds since the epoch, memory,
 # use) and the disk used beyond the start, at its peak ($S/disk_peak_bytes.txt); the commit
-# ($S/commit.txt); kbv built
+# ($S/commit.txt); KernelBench's tree and the wheels copied into $S (a later call that forgets
+# `carry` has the device remove .kb and .whl from the checkout: session 35 lost its audit so);
+# kbv built
 # (bench/gpu_build.sh; a failed build ends the plan, $S/DONE written).
 : "${S:?set S to the plan's folder}" "${TOTAL:?set TOTAL to the plan's seconds}"
 mkdir -p "$S"
@@ -35,6 +37,7 @@ PLAN_SAMPLERS="$!"
 PLAN_SAMPLERS="$PLAN_SAMPLERS $!"
 trap 'kill $PLAN_SAMPLERS 2>/dev/null' EXIT  # the samplers end with the plan
 git log -1 --format='%H %s' > "$S/commit.txt" 2>/dev/null
+for d in .kb .whl; do [ -d "$d" ] && [ ! -d "$S/$d" ] && cp -r "$d" "$S/$d"; done
 if ! bench/gpu_build.sh "$S/build.log" > "$S/build.txt"; then
   say "build failed"; touch "$S/DONE"; exit 1
 fi
@@ -45,7 +48,7 @@ say "built; $(tail -1 "$S/build.txt")"
 plan_audit() {
   local db=$1 seconds=$2 t
   t=$(date +%s)
-  KBV_TRACE_CALLS=$S/trace.jsonl timeout "$(limit "$seconds")" build/kbv audit --problems .kb \
+  KBV_TRACE_CALLS=$S/trace.jsonl timeout "$(limit "$seconds")" build/kbv audit --problems "$S/.kb" \
     --device cuda --workers-per-device 4 --db "$db" --out "$S/audit.md" > "$S/audit.txt" 2>&1
   say "kbv audit rc=$? in $(( $(date +%s) - t )) s: $(tail -3 "$S/audit.txt" | tr '\n' ' ')"
   python3 bench/trace_timeline.py "$S/trace.jsonl" --top 20 > "$S/timeline.txt" 2>&1
@@ -67,10 +70,10 @@ plan_zoo() {
 plan_kb_baseline() {
   local seed=$1 t
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl > "$S/pip.txt" 2>&1
+    --target /tmp/site "$S"/.whl/*.whl > "$S/pip.txt" 2>&1
   [ -f "$S/kb_baseline.jsonl" ] || cp "$seed" "$S/kb_baseline.jsonl"
   t=$(date +%s)
-  PYTHONPATH=/tmp/site KBV_KERNELBENCH=.kb timeout "$(limit "$TOTAL")" \
+  PYTHONPATH=/tmp/site KBV_KERNELBENCH=$S/.kb timeout "$(limit "$TOTAL")" \
     python3 bench/kernelbench_baseline_time.py --levels 1 2 3 --out "$S/kb_baseline.jsonl" \
     > "$S/kb_baseline.txt" 2>&1
   local rc=$? problems

@@ -10,7 +10,7 @@
 # and 61 of 61 as the manifest expects).
 # Usage (after `bash scripts/stage_deps.sh` here; carry .kb .deps .whl):
 #   setsid nohup docs/results/plan-s35/master.sh TOTAL > /tmp/s35.log 2>&1 < /dev/null &
-#   sleep 2; bench/device_collect.sh s35 570          (then again at once after each return)
+#   sleep 2; bench/device_collect.sh s35 570   (again at once after each return, with the same carry)
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 S=/tmp/s35 TOTAL=${1:-1500}
