@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 36's device plan: the whole audit under verified protocol 5 on one card, then what that
+# card still owes issue 18.
+# - On an H100: session 35's audit resumed (h100-2026-12-07-s35/call34: 97 of 250 in 620 s at
+#   b989636's evaluation code; AUDIT_SEED names another docs/results folder), so that the 250 at
+#   protocol 5 on the H100 are one code's, in two parts whose wall times add; then the hack zoo's
+#   files other than CUDA's (last on a GPU at protocol 4, session 34).
+# - On an H200: the audit afresh (no H200 database of protocol 5 exists), then KernelBench's own
+#   baseline timing, resumed from KB_SEED (a kb_baseline.jsonl; default session 10's 45 problems).
+# Usage (after `bash scripts/stage_deps.sh` here; carry .kb .deps .whl on EVERY call: a call
+# without them has the device remove them from the checkout, though the plan keeps its own copy):
+#   setsid nohup docs/results/plan-s36/master.sh TOTAL > /tmp/s36.log 2>&1 < /dev/null &
+#   sleep 2; bench/device_collect.sh s36 560   (again at once after each return, same carry)
+set -uo pipefail
+cd "$(dirname "$0")/../../.." || exit 1
+S=/tmp/s36 TOTAL=${1:-1500}
+source bench/device_plan.sh
+
+if [ ! -f $S/audit.sqlite ] && [ "$H200" = 0 ]; then
+  gunzip -c "docs/results/${AUDIT_SEED:-h100-2026-12-07-s35/call34}/audit.sqlite.gz" \
+    > $S/audit.sqlite
+fi
+plan_audit $S/audit.sqlite $(( $(left) - ${AUDIT_RESERVE:-0} ))
+if [ "$H200" = 1 ] && [ "$(left)" -gt 120 ]; then
+  plan_kb_baseline docs/results/${KB_SEED:-h200-2026-12-04-s10/call1/kb_baseline.jsonl}
+elif [ "$(left)" -gt 150 ]; then
+  plan_zoo zoo '^(hacks|honest)/[a-bd-z]' 150 30 "$(left)"
+fi
+say "disk peak $(cat $S/disk_peak_bytes.txt) bytes beyond the start; done"
+touch $S/DONE
