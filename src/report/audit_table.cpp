@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "core/figure_format.hpp"
 
@@ -30,6 +32,21 @@ std::string ratio(const std::optional<double>& v, int digits = 3) {
 
 std::string gib(const std::optional<double>& bytes) {
   return bytes ? fmt::format("{:.2f}", *bytes / (1024.0 * 1024.0 * 1024.0)) : "";
+}
+
+// The median of a kernel audit's per-call kernel counts (`timing.<side>.kernel_audit.kernels`),
+// none where the audit was unavailable or recorded no call.
+std::optional<double> kernels_per_call(const json& result, const char* side) {
+  const json::json_pointer at(std::string("/timing/") + side + "/kernel_audit");
+  if (!result.contains(at) || !result.at(at).value("available", false)) return std::nullopt;
+  std::vector<double> counts;
+  for (const auto& n : result.at(at).value("kernels", json::array())) {
+    if (n.is_number()) counts.push_back(n.get<double>());
+  }
+  if (counts.empty()) return std::nullopt;
+  std::sort(counts.begin(), counts.end());
+  const size_t mid = counts.size() / 2;
+  return counts.size() % 2 ? counts[mid] : (counts[mid - 1] + counts[mid]) / 2;
 }
 
 std::string escape_md(std::string text) {
@@ -71,6 +88,9 @@ json to_json(const AuditRow& r) {
           {"self_ci_low", opt(r.self_low)},
           {"self_ci_high", opt(r.self_high)},
           {"peak_bytes", opt(r.peak_bytes)},
+          {"copy_kernels_per_call", opt(r.copy_kernels)},
+          {"tf32_kernels_per_call", opt(r.tf32_kernels)},
+          {"plans_differ", r.plans_differ()},
           {"flags", r.flags}};
 }
 
@@ -142,6 +162,8 @@ AuditRow audit_row(const json& result) {
   r.self_low = number_at(result, "/speedup/vs_tf32/ci_low"_json_pointer);
   r.self_high = number_at(result, "/speedup/vs_tf32/ci_high"_json_pointer);
   r.peak_bytes = number_at(result, "/memory/reference_peak_bytes"_json_pointer);
+  r.copy_kernels = kernels_per_call(result, "candidate");
+  r.tf32_kernels = kernels_per_call(result, "baseline_tf32");
   for (const auto& f : result.value("flags", json::array())) {
     const std::string id = f.value("id", "");
     // Expected of a reference run as a candidate (PyTorch does its work): not a finding.
@@ -175,26 +197,29 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
         "problem,verdict,fits,alone,seconds,degenerate,reference_fails_float64,"
         "worst_reference_normwise,reference_over_budget_cases,worst_reference_budget_ratio,"
         "floor_judged_cases,truth_float32_cases,truth_chunks,tf32_ms,fp32_ms,fp32_over_tf32,"
-        "self_speedup,self_ci_low,self_ci_high,peak_bytes,flags,reason\n";
+        "self_speedup,self_ci_low,self_ci_high,peak_bytes,copy_kernels_per_call,"
+        "tf32_kernels_per_call,flags,reason\n";
     for (const auto& r : rows) {
       std::string flags;
       for (const auto& f : r.flags) flags += (flags.empty() ? "" : " ") + f;
       out += fmt::format(
-          "{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+          "{},{},{},{},{:.2f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
           escape_csv(r.problem), r.verdict, escape_csv(r.fits), r.alone, r.seconds, r.degenerate,
           r.reference_fails_float64, cell(r.worst_reference_normwise, "{:.3g}"),
           r.reference_over_budget, cell(r.worst_reference_budget_ratio, "{:.3g}"), r.floor_judged,
           r.truth_float32, r.truth_chunks, cell(r.tf32_ms, "{:.6g}"), cell(r.fp32_ms, "{:.6g}"),
           cell(r.fp32_over_tf32, "{:.4g}"), cell(r.self_speedup, "{:.4g}"),
           cell(r.self_low, "{:.4g}"), cell(r.self_high, "{:.4g}"), cell(r.peak_bytes, "{:.0f}"),
-          escape_csv(flags), escape_csv(r.reason));
+          cell(r.copy_kernels, "{:g}"), cell(r.tf32_kernels, "{:g}"), escape_csv(flags),
+          escape_csv(r.reason));
     }
     return out;
   }
   std::string out =
       "| problem | self-check | fits | eval s | degenerate | ref vs float64 | FP32/TF32 | "
       "self speedup [95% CI] | peak GiB |\n|---|---|---|---|---|---|---|---|---|\n";
-  int correct = 0, degenerate = 0, unstable = 0, fallback = 0, alone = 0, over_budget = 0;
+  int correct = 0, degenerate = 0, unstable = 0, fallback = 0, alone = 0, over_budget = 0,
+      plans_differ = 0;
   double seconds = 0;
   for (const auto& r : rows) {
     correct += r.verdict == "correct";
@@ -204,9 +229,16 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
     fallback += r.truth_float32 > 0;
     alone += r.alone;
     seconds += r.seconds;
+    plans_differ += r.plans_differ();
     std::string self = r.self_speedup ? fmt::format("{} [{}, {}]", ratio(r.self_speedup, 4),
                                                     ratio(r.self_low, 4), ratio(r.self_high, 4))
                                       : "";
+    if (r.plans_differ()) {
+      self += fmt::format(
+          "; other plans: {:g} kernels a call in the copy, {:g} in the TF32 "
+          "baseline",
+          *r.copy_kernels, *r.tf32_kernels);
+    }
     std::string check = r.verdict == "correct" ? "correct" : r.verdict + ": " + r.reason;
     std::string reference = r.reference_fails_float64 > 0
                                 ? fmt::format("fails on {} ({})", r.reference_fails_float64,
@@ -232,8 +264,11 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
       "\n{} problems: {} pass their own verified check, {} degenerate, {} where the TF32 "
       "reference fails its float64 run, {} where it is over its own elementwise budget on some "
       "case (its excess admitted), {} with a float32 truth on some case, {} needing the "
-      "device's memory to themselves; {:.0f} s of evaluation summed.\n",
-      rows.size(), correct, degenerate, unstable, over_budget, fallback, alone, seconds);
+      "device's memory to themselves, {} where the TF32 baseline ran other kernels than the "
+      "reference's copy (a library's plan chosen per process: the self speedup measures it); "
+      "{:.0f} s of evaluation summed.\n",
+      rows.size(), correct, degenerate, unstable, over_budget, fallback, alone, plans_differ,
+      seconds);
   return out;
 }
 

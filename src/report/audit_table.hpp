@@ -43,6 +43,17 @@ struct AuditRow {
   std::optional<double> self_speedup, self_low, self_high;  // vs TF32: the noise floor
   std::optional<double> peak_bytes;
   std::vector<std::string> flags;  // warn and reject flags, "severity:id"
+  // Kernels one call launched (the median over the kernel audit's calls) for the reference's
+  // copy timed as the candidate and for the TF32 baseline. The same code on the same inputs:
+  // different counts mean a library chose another plan in one of the two processes (PyTorch
+  // keeps the first cuDNN plan that ran for a shape for the process's life, and a workspace it
+  // could not allocate then rules the tensor-core plans out), so the self speedup measures
+  // that choice, not noise: 57_conv_transposed_2D's TF32 baseline ran 3,676 kernels a call at
+  // FP32 speed against its copy's 4, a 4.45x "speedup" (docs/results/h100-2026-12-07-s35).
+  std::optional<double> copy_kernels, tf32_kernels;
+  bool plans_differ() const {
+    return copy_kernels && tf32_kernels && *copy_kernels != *tf32_kernels;
+  }
 };
 
 AuditRow audit_row(const nlohmann::json& result);
