@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 36's device plan: the whole audit under verified protocol 5 on one card, then what that
-# card still owes issue 18.
+# Session 36's device plan: a cuDNN plan probe (cudnn_plan_probe.py), the whole audit under
+# verified protocol 5 on one card, then what that card still owes issue 18.
 # - On an H100: session 35's audit resumed (h100-2026-12-07-s35/call34: 97 of 250 in 620 s at
 #   b989636's evaluation code; AUDIT_SEED names another docs/results folder), so that the 250 at
 #   protocol 5 on the H100 are one code's, in two parts whose wall times add; then the hack zoo's
@@ -15,6 +15,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 S=/tmp/s36 TOTAL=${1:-1500}
 source bench/device_plan.sh
+
+# First (about 30 s): does a first call with the device full keep a slow cuDNN plan for good?
+# (session 35's reading of the audit rows whose copy and TF32 baseline ran different kernels)
+[ -f $S/cudnn_plan_probe.txt ] ||
+  timeout 150 python3 docs/results/plan-s36/cudnn_plan_probe.py > $S/cudnn_plan_probe.txt 2>&1
+say "cuDNN plan probe: $(tr '\n' ' ' < $S/cudnn_plan_probe.txt | cut -c1-400)"
 
 if [ ! -f $S/audit.sqlite ] && [ "$H200" = 0 ]; then
   gunzip -c "docs/results/${AUDIT_SEED:-h100-2026-12-07-s35/call34}/audit.sqlite.gz" \
