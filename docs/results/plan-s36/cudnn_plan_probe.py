@@ -8,7 +8,9 @@ Each mode runs in a fresh process, on 57_conv_transposed_2D's shapes (KernelBenc
   starved  TF32 on, the first call with the device taken but for its output and STARVE_MB,
            then the filler freed and the call timed with the device free again
   fp32     TF32 off (the speed a plan without tensor cores gives)
-Each prints one JSON line: mode, median ms over 20 calls, kernels a call (torch.profiler).
+Each prints one JSON line: mode, median ms over 20 calls, kernels a call (torch.profiler), and
+what the first call held beyond its output (the chosen plan's workspace, about): the headroom a
+first call needs, for a rule that keeps it free.
 Usage: python3 cudnn_plan_probe.py            (runs the three modes, one process each)
 """
 
@@ -41,9 +43,14 @@ def run_mode(mode: str) -> dict:
             except torch.OutOfMemoryError:
                 break
     free_at_first_call = torch.cuda.mem_get_info(device)[0]
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
     with torch.no_grad():
-        conv(x)
+        y = conv(x)
         torch.cuda.synchronize()
+        # What the first call held beyond its output: the chosen plan's workspace, about.
+        workspace = torch.cuda.max_memory_allocated(device) - before - y.numel() * y.element_size()
+        del y
         filler.clear()
         torch.cuda.empty_cache()
         times = []
@@ -66,6 +73,7 @@ def run_mode(mode: str) -> dict:
         "median_ms": times[len(times) // 2],
         "kernels": kernels,
         "free_mb_at_first_call": free_at_first_call >> 20,
+        "first_call_workspace_mb": round(workspace / 2**20, 1),
     }
 
 
