@@ -5,12 +5,17 @@ headline time.
   it sees; done once per process, before any trace whose figures count (this audit, the memory
   tracer in memory.py, the kernel trace in gpu_guards.py), so none of them pays for it.
 - `kernel_audit`: CUPTI kernel records of a few calls: the span of the kernels against the
-  call's event time (work left running on another stream makes the span longer).
+  call's event time (work left running on another stream makes the span longer), and which
+  kernels the first call launched (`kernel_signature`): the same code on the same inputs in two
+  processes launches the same kernels unless a library chose another plan in one of them
+  (kbv audit compares its reference's copy with the TF32 baseline so).
 """
 
 from __future__ import annotations
 
+import hashlib
 import statistics
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +39,19 @@ def warm_tracer(device: torch.device) -> None:
         synchronize(device)
 
 
+def kernel_signature(names: list[str]) -> dict[str, Any]:
+    """The kernels of one call, comparable across processes: how many distinct ones, a hash of
+    their names with how often each ran (their order left out: streams may interleave them),
+    and the most frequent few by name."""
+    counts = Counter(names)
+    text = "\n".join(f"{name}\t{n}" for name, n in sorted(counts.items()))
+    return {
+        "distinct": len(counts),
+        "sha256": hashlib.sha256(text.encode()).hexdigest()[:16],
+        "top": [name[:160] for name, _ in sorted(counts.items(), key=lambda c: (-c[1], c[0]))[:4]],
+    }
+
+
 def kernel_audit(call: Callable[[int], Any], device: torch.device, calls: int) -> dict[str, Any]:
     """Kernel-activity audit: `calls` cold, unblocked calls, each under CUPTI kernel records.
     event_ms: the CUDA-event time on the current stream; kernel_span_ms: first kernel start to
@@ -54,10 +72,12 @@ def _kernel_audit(call: Callable[[int], Any], device: torch.device, calls: int) 
     event_ms: list[float] = []
     span_ms: list[float] = []
     kernels: list[int] = []
+    signature: dict[str, Any] | None = None
     with torch.no_grad():
         warm_tracer(device)
         for k in range(calls):
-            with kbv_native.MemoryTrace(device_index(device)) as trace:
+            # The first call's kernels by name too (its activities recorded); the others count.
+            with kbv_native.MemoryTrace(device_index(device), k == 0) as trace:
                 r = kbv_native.time_cuda(lambda _i, k=k: call(k), 1, 0, stream, True, False)
                 torch.cuda.synchronize(device)
             if not trace.available:
@@ -66,6 +86,9 @@ def _kernel_audit(call: Callable[[int], Any], device: torch.device, calls: int) 
             event_ms.append(r["samples_ms"][0])
             span_ms.append(summary["kernel_span_ns"] / 1e6)
             kernels.append(summary["kernels"])
+            if k == 0 and not summary.get("dropped") and not summary.get("record_errors"):
+                names = [a["name"] for a in summary["activities"] if a["kind"] == "kernel"]
+                signature = kernel_signature(names) if names else None
     ratio = statistics.median(span_ms) / statistics.median(event_ms) if event_ms else None
     return {
         "available": True,
@@ -73,5 +96,6 @@ def _kernel_audit(call: Callable[[int], Any], device: torch.device, calls: int) 
         "kernel_span_ms": span_ms,
         "kernels": kernels,
         "span_over_event": ratio,
+        "signature": signature,
         "method": "cupti_concurrent_kernel_records",
     }

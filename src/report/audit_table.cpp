@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/figure_format.hpp"
@@ -49,6 +51,17 @@ std::optional<double> kernels_per_call(const json& result, const char* side) {
   return counts.size() % 2 ? counts[mid] : (counts[mid - 1] + counts[mid]) / 2;
 }
 
+// The first audited call's kernel signature (kernel_audit.signature): its hash and the name of
+// its most frequent kernel, empty where none was recorded.
+std::pair<std::string, std::string> kernel_signature(const json& result, const char* side) {
+  const json::json_pointer at(std::string("/timing/") + side + "/kernel_audit/signature");
+  if (!result.contains(at) || !result.at(at).is_object()) return {};
+  const json& signature = result.at(at);
+  const json top = signature.value("top", json::array());
+  return {signature.value("sha256", ""),
+          !top.empty() && top[0].is_string() ? top[0].get<std::string>() : std::string()};
+}
+
 std::string escape_md(std::string text) {
   for (char& c : text) {
     if (c == '|' || c == '\n') c = ' ';
@@ -90,6 +103,8 @@ json to_json(const AuditRow& r) {
           {"peak_bytes", opt(r.peak_bytes)},
           {"copy_kernels_per_call", opt(r.copy_kernels)},
           {"tf32_kernels_per_call", opt(r.tf32_kernels)},
+          {"copy_kernel_signature", r.copy_signature},
+          {"tf32_kernel_signature", r.tf32_signature},
           {"plans_differ", r.plans_differ()},
           {"flags", r.flags}};
 }
@@ -164,6 +179,8 @@ AuditRow audit_row(const json& result) {
   r.peak_bytes = number_at(result, "/memory/reference_peak_bytes"_json_pointer);
   r.copy_kernels = kernels_per_call(result, "candidate");
   r.tf32_kernels = kernels_per_call(result, "baseline_tf32");
+  std::tie(r.copy_signature, r.copy_top_kernel) = kernel_signature(result, "candidate");
+  std::tie(r.tf32_signature, r.tf32_top_kernel) = kernel_signature(result, "baseline_tf32");
   for (const auto& f : result.value("flags", json::array())) {
     const std::string id = f.value("id", "");
     // Expected of a reference run as a candidate (PyTorch does its work): not a finding.
@@ -234,10 +251,17 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
                                                     ratio(r.self_low, 4), ratio(r.self_high, 4))
                                       : "";
     if (r.plans_differ()) {
-      self += fmt::format(
-          "; other plans: {:g} kernels a call in the copy, {:g} in the TF32 "
-          "baseline",
-          *r.copy_kernels, *r.tf32_kernels);
+      if (r.copy_kernels && r.tf32_kernels && *r.copy_kernels != *r.tf32_kernels) {
+        self += fmt::format(
+            "; other plans: {:g} kernels a call in the copy, {:g} in the TF32 "
+            "baseline",
+            *r.copy_kernels, *r.tf32_kernels);
+      } else {
+        self += fmt::format(
+            "; other plans: other kernels in the copy ({}) than in the TF32 "
+            "baseline ({})",
+            r.copy_top_kernel.substr(0, 60), r.tf32_top_kernel.substr(0, 60));
+      }
     }
     std::string check = r.verdict == "correct" ? "correct" : r.verdict + ": " + r.reason;
     std::string reference = r.reference_fails_float64 > 0

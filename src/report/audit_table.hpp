@@ -51,8 +51,13 @@ struct AuditRow {
   // that choice, not noise: 57_conv_transposed_2D's TF32 baseline ran 3,676 kernels a call at
   // FP32 speed against its copy's 4, a 4.45x "speedup" (docs/results/h100-2026-12-07-s35).
   std::optional<double> copy_kernels, tf32_kernels;
+  // Which kernels the first audited call launched, by name (kernel_audit.signature's hash; ""
+  // where none was recorded) and the most frequent one's name: the same count of other kernels
+  // is another plan too.
+  std::string copy_signature, tf32_signature, copy_top_kernel, tf32_top_kernel;
   bool plans_differ() const {
-    return copy_kernels && tf32_kernels && *copy_kernels != *tf32_kernels;
+    if (copy_kernels && tf32_kernels && *copy_kernels != *tf32_kernels) return true;
+    return !copy_signature.empty() && !tf32_signature.empty() && copy_signature != tf32_signature;
   }
 };
 

@@ -16,8 +16,11 @@ namespace {
 
 using nlohmann::json;
 
-json kernel_audit(std::vector<int> kernels, bool available = true) {
-  return {{"available", available}, {"kernels", kernels}};
+json kernel_audit(std::vector<int> kernels, bool available = true, const std::string& sha = "",
+                  const std::string& top = "") {
+  json audit = {{"available", available}, {"kernels", kernels}};
+  if (!sha.empty()) audit["signature"] = {{"sha256", sha}, {"distinct", 1}, {"top", {top}}};
+  return audit;
 }
 
 // A reference audited against itself: timed, with the kernel audit of both timed sides.
@@ -78,6 +81,27 @@ TEST(AuditTable, TheSameKernelsOrAnUnmeasuredSideAreNoFinding) {
   const std::string md = render_audit({same, cpu, unavailable}, Format::Markdown);
   EXPECT_EQ(md.find("other plans"), std::string::npos) << md;
   EXPECT_NE(md.find("0 where the TF32 baseline ran other kernels"), std::string::npos) << md;
+}
+
+TEST(AuditTable, TheSameCountOfOtherKernelsIsAnotherPlanToo) {
+  // 58_conv_transposed_3D's kind of row: as many kernels a call on both sides, other ones.
+  const AuditRow other = audit_row(audited(
+      "58_conv_transposed_3D", kernel_audit({3, 3, 3}, true, "aaaa", "sm90_xmma_dgrad_tf32"),
+      kernel_audit({3, 3, 3}, true, "bbbb", "implicit_convolve_sgemm"), 1.138));
+  EXPECT_TRUE(other.plans_differ());
+  const std::string md = render_audit({other}, Format::Markdown);
+  EXPECT_NE(md.find("other kernels in the copy (sm90_xmma_dgrad_tf32) than in the TF32 baseline "
+                    "(implicit_convolve_sgemm)"),
+            std::string::npos)
+      << md;
+  // The same kernels by name: no finding; a side without a signature (recorded before it was
+  // kept, or its first call's records incomplete) is compared by counts alone.
+  EXPECT_FALSE(audit_row(audited("58_conv_transposed_3D", kernel_audit({3}, true, "aaaa", "k"),
+                                 kernel_audit({3}, true, "aaaa", "k")))
+                   .plans_differ());
+  EXPECT_FALSE(audit_row(audited("58_conv_transposed_3D", kernel_audit({3}, true, "aaaa", "k"),
+                                 kernel_audit({3})))
+                   .plans_differ());
 }
 
 }  // namespace
