@@ -3,8 +3,9 @@
 # verified protocol 5 on one card, then what that card still owes issue 18.
 # - On an H100: session 35's audit resumed (h100-2026-12-07-s35/call34: 97 of 250 in 620 s at
 #   b989636's evaluation code; AUDIT_SEED names another docs/results folder), so that the 250 at
-#   protocol 5 on the H100 are one code's, in two parts whose wall times add; then the hack zoo's
-#   files other than CUDA's (last on a GPU at protocol 4, session 34).
+#   protocol 5 on the H100 are in two parts whose wall times add (the second part's kernel audit
+#   also records its kernels by name, e24ebf6: nothing judged changed); then the hack zoo's CUDA
+#   files, whose side-stream defense reads that kernel audit.
 # - On an H200: the audit afresh (no H200 database of protocol 5 exists), then KernelBench's own
 #   baseline timing, resumed from KB_SEED (a kb_baseline.jsonl; default session 10's 45 problems).
 # Usage (after `bash scripts/stage_deps.sh` here; carry .kb .deps .whl on EVERY call: a call
@@ -30,7 +31,7 @@ plan_audit $S/audit.sqlite $(( $(left) - ${AUDIT_RESERVE:-0} ))
 if [ "$H200" = 1 ] && [ "$(left)" -gt 120 ]; then
   plan_kb_baseline docs/results/${KB_SEED:-h200-2026-12-04-s10/call1/kb_baseline.jsonl}
 elif [ "$(left)" -gt 150 ]; then
-  plan_zoo zoo '^(hacks|honest)/[a-bd-z]' 150 30 "$(left)"
+  plan_zoo zoo '^(hacks|honest)/cuda/' 250 100 "$(left)"
 fi
 say "disk peak $(cat $S/disk_peak_bytes.txt) bytes beyond the start; done"
 touch $S/DONE
