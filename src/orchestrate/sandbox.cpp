@@ -280,8 +280,12 @@ void become_namespace_init() {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     return;
   }
-  ::close(3);
-  ::close(4);
+  // The relay needs none of the descriptors it inherited (the worker's pipes, the descriptor
+  // socket, the run directory's lock): closed, the orchestrator's death reaches the worker as
+  // the end of its input even where no signal does.
+  if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
+    for (long fd = 3, end = ::sysconf(_SC_OPEN_MAX); fd < end; ++fd) ::close(static_cast<int>(fd));
+  }
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
@@ -294,6 +298,11 @@ void become_namespace_init() {
 }
 
 }  // namespace
+
+void die_with_parent(pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) _exit(1);  // it died before the line above: no signal will come
+}
 
 std::string apply_sandbox_in_child(const SandboxOptions& options) {
   nlohmann::json report = {{"enabled", options.enabled}};

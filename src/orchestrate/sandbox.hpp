@@ -9,6 +9,8 @@
 // capabilities, so it cannot unmount any of this. Its /tmp is its own (private_tmp).
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -42,6 +44,13 @@ struct SandboxOptions {
   // goes into this folder. Empty: /tmp stays as the rest of the file system (read-only).
   std::filesystem::path private_tmp;
 };
+
+// First thing in a child kbv forks (before exec): SIGKILL when the thread that forked it ends,
+// and _exit(1) at once if `parent` (the forking process's pid, read before fork) is already
+// gone. The signal is asked for after the fork, so an orchestrator killed in between (a kbv
+// serve killed as it restarted its workers, session 35's CI) would leave the child, and the
+// worker it goes on to start, running forever with the run directory locked.
+void die_with_parent(pid_t parent);
 
 // Runs in the forked child, before exec. The orchestrator forks only while single-threaded, so
 // allocating here is safe. Applies what it can and returns a JSON report of what took effect.

@@ -162,9 +162,11 @@ WorkerProcess::WorkerProcess(const WorkerOptions& options) : options_(options) {
   std::string log = options.log_file.string();
   std::string cwd = options.working_directory.string();
 
+  const pid_t orchestrator = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) throw std::system_error(errno, std::generic_category(), "fork failed");
   if (pid_ == 0) {
+    die_with_parent(orchestrator);
     ::setsid();  // its own process group: a timeout kills everything it started
     // Lowering priority needs no privilege; a failure only leaves the inherited priority.
     if (options.nice != 0) (void)!::nice(options.nice);

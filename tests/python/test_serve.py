@@ -439,6 +439,23 @@ def test_sigterm_drains_and_a_restart_resumes(tmp_path, cache_dir):
         assert restarted.stop() == 0
 
 
+def forked_by(folder: Path) -> list[int]:
+    """Live processes forked by a kbv whose command line names `folder` (they keep its argv
+    until they exec; a worker's sandbox relay never does)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(folder) in cmdline and "serve" in cmdline and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
 def test_a_second_sigterm_stops_at_once_and_the_restart_runs_the_job_again(tmp_path, cache_dir):
     """A drain waiting on a long evaluation: a second signal ends the service now; the job that
     was running is queued again at the next start and evaluated there."""
@@ -458,6 +475,9 @@ def test_a_second_sigterm_stops_at_once_and_the_restart_runs_the_job_again(tmp_p
     finally:
         restarted.process.kill()  # its 30 s import need not finish
         restarted.process.wait()
+    # Killed as it restarted the job, it leaves none of the processes it forked (each dies with
+    # it, even one forked just before the kill: CI once found two such workers running on).
+    wait_for(lambda: not forked_by(tmp_path), 30, "the killed service's workers to end")
 
 
 def test_timed_evaluations_carry_the_reward_components(server):
