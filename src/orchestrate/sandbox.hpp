@@ -52,8 +52,9 @@ struct SandboxOptions {
 // worker it goes on to start, running forever with the run directory locked.
 void die_with_parent(pid_t parent);
 
-// Runs in the forked child, before exec. The orchestrator forks only while single-threaded, so
-// allocating here is safe. Applies what it can and returns a JSON report of what took effect.
+// Runs in the forked child, after die_with_parent, before exec. The orchestrator forks only while
+// single-threaded, so allocating here is safe. Applies what it can and returns a JSON report of
+// what took effect.
 std::string apply_sandbox_in_child(const SandboxOptions& options);
 
 }  // namespace kbv::orchestrate

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/figure_format.hpp"
+#include "stats/summary.hpp"
 
 namespace kbv::report {
 using nlohmann::json;
@@ -46,9 +47,7 @@ std::optional<double> kernels_per_call(const json& result, const char* side) {
     if (n.is_number()) counts.push_back(n.get<double>());
   }
   if (counts.empty()) return std::nullopt;
-  std::sort(counts.begin(), counts.end());
-  const size_t mid = counts.size() / 2;
-  return counts.size() % 2 ? counts[mid] : (counts[mid - 1] + counts[mid]) / 2;
+  return stats::summarize(counts).median;
 }
 
 // The first audited call's kernel signature (kernel_audit.signature): its hash and the name of
@@ -251,7 +250,7 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
                                                     ratio(r.self_low, 4), ratio(r.self_high, 4))
                                       : "";
     if (r.plans_differ()) {
-      if (r.copy_kernels && r.tf32_kernels && *r.copy_kernels != *r.tf32_kernels) {
+      if (r.kernel_counts_differ()) {
         self += fmt::format(
             "; other plans: {:g} kernels a call in the copy, {:g} in the TF32 "
             "baseline",

@@ -55,8 +55,11 @@ struct AuditRow {
   // where none was recorded) and the most frequent one's name: the same count of other kernels
   // is another plan too.
   std::string copy_signature, tf32_signature, copy_top_kernel, tf32_top_kernel;
+  bool kernel_counts_differ() const {
+    return copy_kernels && tf32_kernels && *copy_kernels != *tf32_kernels;
+  }
   bool plans_differ() const {
-    if (copy_kernels && tf32_kernels && *copy_kernels != *tf32_kernels) return true;
+    if (kernel_counts_differ()) return true;
     return !copy_signature.empty() && !tf32_signature.empty() && copy_signature != tf32_signature;
   }
 };
