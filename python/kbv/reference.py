@@ -40,6 +40,7 @@ from . import (
     memory,
     numerics,
     params,
+    plan_pressure,
     roofline,
     row_chunks,
     scan,
@@ -217,6 +218,9 @@ class ReferenceRole:
         self.model64: torch.nn.Module | None = None
         self._model64_kind = "copy"  # or "constructed" (_new_float64_model)
         self._capped = False  # its device allocations are capped (cmd_cap_memory)
+        # Which numeric modes of the model chose a library plan under memory pressure: their
+        # baselines are not timed (kbv.plan_pressure).
+        self.plans = plan_pressure.Watch(self.device)
         self._model_on_host = False  # loaded ahead on the host, placed on the device when used
         self.compactions = 0  # times _with_room moved the model out and back (holding says so)
         self._construction: tuple = (None, [])
@@ -260,6 +264,7 @@ class ReferenceRole:
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
         laps = hosting.Laps(process_start=hosting.WORKER_READY_S)
         self.device = hosting.device_of(request["device"])
+        self.plans = plan_pressure.Watch(self.device)
         self.keep = request.get("keep", "truth")
         # The protocol's policy (check::Policy JSON): the TF32 baseline is measured against the
         # elementwise budget its candidates get, so the policy can admit the reference's own
@@ -758,18 +763,23 @@ class ReferenceRole:
     def cmd_time(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
-        numerics.set_tf32(request["variant"] == "tf32")
+        variant = request["variant"]
+        self._require_plans_chosen_with_room(variant)
+        numerics.set_tf32(variant == "tf32")
         try:
             sets = self.timing_sets
-            return timing.time_calls(
-                lambda i: self.model(*sets[i % len(sets)]),
-                self.device,
-                request["calls"],
-                request["warmup"],
-                steady=request.get("steady_warmup", False),
-            )
+            with self.plans.forward(variant, "timing the baseline"):
+                timed = timing.time_calls(
+                    lambda i: self.model(*sets[i % len(sets)]),
+                    self.device,
+                    request["calls"],
+                    request["warmup"],
+                    steady=request.get("steady_warmup", False),
+                )
         finally:
             numerics.set_tf32(True)
+        self._require_plans_chosen_with_room(variant)
+        return timed
 
     def cmd_time_secondary(self, request: dict[str, Any]) -> dict[str, Any]:
         return self._as_variant(request, timing.secondary_times)
@@ -780,12 +790,29 @@ class ReferenceRole:
     def _as_variant(self, request: dict[str, Any], what) -> dict[str, Any]:
         assert self.model is not None
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
-        numerics.set_tf32(request["variant"] == "tf32")
+        variant = request["variant"]
+        self._require_plans_chosen_with_room(variant)
+        numerics.set_tf32(variant == "tf32")
         try:
             sets, model = self.timing_sets, self.model
-            return what(lambda i: model(*sets[i % len(sets)]), self.device, request["calls"])
+            with self.plans.forward(variant, "measuring the baseline"):
+                answer = what(lambda i: model(*sets[i % len(sets)]), self.device, request["calls"])
         finally:
             numerics.set_tf32(True)
+        self._require_plans_chosen_with_room(variant)
+        return answer
+
+    def _require_plans_chosen_with_room(self, variant: str) -> None:
+        """A baseline whose library plans were chosen under memory pressure is not measured:
+        its figures would be a fallback's, and every candidate's speedup would gain what the
+        baseline lost. Reported as the reference running out of device memory (a harness
+        fault, never the candidate's verdict): the run tries it again with the device to
+        itself, in a new reference process whose first calls have the room."""
+        words = self.plans.words(variant)
+        if words is not None:
+            raise WorkerError(
+                "runtime_error", f"the reference's {words}"
+            ) from torch.OutOfMemoryError(words)
 
     def cmd_memory(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
@@ -810,11 +837,21 @@ class ReferenceRole:
         fraction = min(1.0, wanted / total) if wanted > 0 else 1.0
         torch.cuda.set_per_process_memory_fraction(fraction, self.device)
         self._capped = fraction < 1.0
-        return {"capped": self._capped, "fraction": fraction}
+        # A draw ahead under the cap may have chosen its plans for want of room: the session
+        # is then drawn again rather than timed (acquire_reference, src/eval/reference_work).
+        return {
+            "capped": self._capped,
+            "fraction": fraction,
+            "plans_under_pressure": self.plans.to_json(),
+        }
 
     def cmd_ping(self, request: dict[str, Any]) -> dict[str, Any]:
         """Alive and serving: a kept reference is checked before another candidate reuses it."""
-        return {"resident_bytes": self._resident_bytes(), "cases": len(self.cases)}
+        return {
+            "resident_bytes": self._resident_bytes(),
+            "cases": len(self.cases),
+            "plans_under_pressure": self.plans.to_json(),
+        }
 
     def cmd_roofline(self, request: dict[str, Any]) -> dict[str, Any]:
         """FLOPs and compulsory bytes of one reference forward on the first timing set, and,
@@ -1147,7 +1184,8 @@ class ReferenceRole:
         self._draw_peak_carried = max(self._draw_peak_carried, _peak(self.device))
         allocated_before = _allocated(self.device)
         _reset_peak(self.device)
-        tf32, structure = hosting.as_outputs(hosting.forward(self.model, inputs, self.device))
+        with self.plans.forward("tf32", "drawing a case"):
+            tf32, structure = hosting.as_outputs(hosting.forward(self.model, inputs, self.device))
         self._forward_peak = max(self._forward_peak, _peak(self.device) - allocated_before)
         _require_tensors(tf32)
         aliases = any(
@@ -1218,7 +1256,10 @@ class ReferenceRole:
             if self.device.type == "cuda":
                 numerics.set_tf32(False)
                 try:
-                    fp32, _ = hosting.as_outputs(hosting.forward(self.model, inputs, self.device))
+                    with self.plans.forward("fp32", "drawing a case"):
+                        fp32, _ = hosting.as_outputs(
+                            hosting.forward(self.model, inputs, self.device)
+                        )
                 finally:
                     numerics.set_tf32(True)
                 fp32 = [o.detach().contiguous() for o in fp32]

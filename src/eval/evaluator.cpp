@@ -93,6 +93,9 @@ class Evaluation {
     if (ended_early) checks_after_ending_early(fault ? &*fault : nullptr);
     if (lease_.session) {
       result.problem["reference"] = lease_.session->record(lease_.reused);
+      if (!lease_.ahead_dropped.empty()) {
+        result.problem["reference"]["ahead_dropped"] = lease_.ahead_dropped;
+      }
       if (lease_.started_ahead) {
         result.problem["reference"]["started_ahead"] = true;
         result.problem["reference"]["prepared_ahead"] = lease_.session->prepared_ahead;

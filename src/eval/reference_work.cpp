@@ -489,12 +489,26 @@ ReferenceLease acquire_reference(const EvalRequest& request, const ReferenceKey&
         lease.started_ahead = true;
         // Its cases now count in the cache's share, its draws in the evaluation's reservation.
         fresh->ahead_memory.reset();
-        if (fresh->ahead_capped &&
-            !fresh->worker
-                 ->call(worker_request(cmd::kCapMemory, {{"bytes", 0}}), std::chrono::seconds(30))
-                 .ok()) {
-          fresh.reset();  // started again below
-          lease.started_ahead = false;
+        if (fresh->ahead_capped) {
+          auto uncapped = fresh->worker->call(worker_request(cmd::kCapMemory, {{"bytes", 0}}),
+                                              std::chrono::seconds(30));
+          // A draw under the cap that chose a library plan for want of room (a cuDNN plan with
+          // less workspace, kept for the process) would have its baseline timed slow; the
+          // reference refuses to time it, so the session is drawn again by its evaluation.
+          const bool pressured =
+              uncapped.ok() &&
+              !uncapped.result.value("plans_under_pressure", json::object()).empty();
+          if (!uncapped.ok() || pressured) {
+            if (pressured) {
+              lease.ahead_dropped =
+                  "drawn ahead under its cap, where a library plan was chosen for want of device "
+                  "memory (" +
+                  uncapped.result["plans_under_pressure"].dump() +
+                  "): drawn again by its evaluation";
+            }
+            fresh.reset();  // started again below
+            lease.started_ahead = false;
+          }
         }
       }
     }

@@ -150,6 +150,7 @@ struct ReferenceLease {
   bool reused = false;                      // an earlier candidate used the session
   bool started_ahead = false;               // kbv run started (and prepared) it ahead
   double ahead_wait_s = 0;                  // waiting for that preparation to finish
+  std::string ahead_dropped;  // why the session prepared ahead was not used, where it was not
 };
 
 // The slot's session when its key still holds (same problem content and path, device, protocol,

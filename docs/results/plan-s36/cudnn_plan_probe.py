@@ -42,6 +42,9 @@ def run_mode(mode: str) -> dict:
                 filler.append(torch.empty(max(want, 2 << 20), dtype=torch.uint8, device=device))
             except torch.OutOfMemoryError:
                 break
+    # What kbv.plan_pressure watches: the allocator's out-of-memory events, swallowed or not.
+    events = []
+    torch._C._cuda_attach_out_of_memory_observer(lambda *a: events.append(a[1]))
     free_at_first_call = torch.cuda.mem_get_info(device)[0]
     torch.cuda.reset_peak_memory_stats(device)
     before = torch.cuda.memory_allocated(device)
@@ -50,6 +53,7 @@ def run_mode(mode: str) -> dict:
         torch.cuda.synchronize()
         # What the first call held beyond its output: the chosen plan's workspace, about.
         workspace = torch.cuda.max_memory_allocated(device) - before - y.numel() * y.element_size()
+        first_call_events = list(events)
         del y
         filler.clear()
         torch.cuda.empty_cache()
@@ -74,6 +78,7 @@ def run_mode(mode: str) -> dict:
         "kernels": kernels,
         "free_mb_at_first_call": free_at_first_call >> 20,
         "first_call_workspace_mb": round(workspace / 2**20, 1),
+        "first_call_oom_events_mb": [round(b / 2**20) for b in first_call_events],
     }
 
 

@@ -1,0 +1,164 @@
+"""Library plans chosen under memory pressure (kbv.plan_pressure): an out-of-memory event a forward
+did not raise was swallowed by a library choosing a plan (cuDNN's v8 API keeps the fallback for
+the process), and the reference refuses to time a baseline whose mode saw one, in words the
+orchestrator reads as the reference running out of device memory (a harness fault, retried with
+the device to itself). Torch's allocator calls the observer on a GPU; here its events are made by
+calling the observer as torch would."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch  # before kbv_native: the module must share torch's CUDA runtime
+from conftest import import_native_or_skip_module
+
+import_native_or_skip_module()
+
+from kbv import hosting, plan_pressure, reference, worker  # noqa: E402
+from kbv.loading import WorkerError  # noqa: E402
+
+CONV = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(4, 4, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 16, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+CASE = {"id": "native-0", "family": "native", "draw": 0, "redraw": [], "secret": "plans"}
+
+
+def _allocator_runs_out(nbytes: int = 3 << 30, free: int = 1 << 30) -> None:
+    """What torch's caching allocator does before it raises OutOfMemoryError."""
+    plan_pressure._observe(0, nbytes, 80 << 30, free)
+
+
+def test_a_forward_without_out_of_memory_events_is_not_pressured():
+    watch = plan_pressure.Watch(torch.device("cpu"))
+    with watch.forward("tf32", "drawing a case"):
+        pass
+    assert watch.pressured == {} and watch.words("tf32") is None
+
+
+def test_an_event_the_forward_swallowed_marks_its_mode_only():
+    watch = plan_pressure.Watch(torch.device("cpu"))
+    with watch.forward("tf32", "drawing a case"):
+        _allocator_runs_out()  # a plan's workspace, caught by the library, which goes on
+    with watch.forward("fp32", "timing the baseline"):
+        pass
+    assert set(watch.pressured) == {"tf32"}
+    seen = watch.pressured["tf32"]
+    assert seen["where"] == "drawing a case" and seen["events"] == 1
+    assert seen["bytes"] == 3 << 30 and seen["free_bytes"] == 1 << 30
+    words = watch.words("tf32")
+    assert "3.00 GiB" in words and "1.00 GiB free" in words and "TF32" in words
+    assert watch.words("fp32") is None
+
+
+def test_the_out_of_memory_a_forward_raises_is_the_callers_not_a_plan():
+    """kbv's own evicting retry (_with_room) handles a raised out-of-memory; only events beyond
+    the raised one say a library swallowed one first."""
+    watch = plan_pressure.Watch(torch.device("cpu"))
+    with pytest.raises(WorkerError):
+        with watch.forward("tf32", "drawing a case"):
+            _allocator_runs_out()
+            # hosting.forward's wrapping: the runtime error raised from torch's
+            raise WorkerError("runtime_error", "forward raised") from torch.OutOfMemoryError("x")
+    assert watch.pressured == {}
+    with pytest.raises(torch.OutOfMemoryError):
+        with watch.forward("tf32", "drawing a case"):
+            _allocator_runs_out()  # a convolution's plan, swallowed
+            _allocator_runs_out()  # then an allocation the forward raised
+            raise torch.OutOfMemoryError("y")
+    assert watch.pressured["tf32"]["events"] == 1
+    # Another failure (not out of memory) after a swallowed event: the plan stays chosen.
+    other = plan_pressure.Watch(torch.device("cpu"))
+    with pytest.raises(ValueError):
+        with other.forward("fp32", "timing the baseline"):
+            _allocator_runs_out()
+            raise ValueError("the problem's own")
+    assert set(other.pressured) == {"fp32"}
+
+
+def test_nothing_is_attached_on_the_host():
+    assert plan_pressure.attach(torch.device("cpu")) is False
+
+
+def _role(tmp_path) -> reference.ReferenceRole:
+    problem = tmp_path / "problem.py"
+    problem.write_text(textwrap.dedent(CONV))
+    role = reference.ReferenceRole()
+    role.cmd_load_problem({"device": "cpu", "problem": str(problem)})
+    role.cmd_set_plan({"cache_bytes": 0})
+    return role
+
+
+def _timing_request(variant: str) -> dict:
+    return {"variant": variant, "calls": 3, "warmup": 1}
+
+
+def test_the_reference_times_a_baseline_whose_plans_had_room(tmp_path):
+    role = _role(tmp_path)
+    role.cmd_prepare_case(CASE)
+    role.cmd_prepare_timing_sets({"ids": ["native-0"]})
+    assert len(role.cmd_time(_timing_request("tf32"))["samples_ms"]) == 3
+    assert role.cmd_ping({})["plans_under_pressure"] == {}
+
+
+def test_a_baseline_whose_plan_was_chosen_under_pressure_is_not_timed(tmp_path, monkeypatch):
+    role = _role(tmp_path)
+    real_forward = hosting.forward
+
+    def forward_beside_a_full_device(model, inputs, device, sync=True):
+        _allocator_runs_out()  # the convolution's first plan: its workspace did not fit
+        return real_forward(model, inputs, device, sync)
+
+    monkeypatch.setattr(hosting, "forward", forward_beside_a_full_device)
+    role.cmd_prepare_case(CASE)  # the draw itself goes on: its outputs are the fallback's, exact
+    monkeypatch.setattr(hosting, "forward", real_forward)
+    role.cmd_prepare_timing_sets({"ids": ["native-0"]})
+    assert set(role.cmd_ping({})["plans_under_pressure"]) == {"tf32"}
+    with pytest.raises(WorkerError) as refused:
+        role.cmd_time(_timing_request("tf32"))
+    # The orchestrator's reading (src/judge/harness_fault.cpp): the reference ran out of device
+    # memory, a harness fault retried with the device to itself, never the candidate's verdict.
+    answer = worker._with_resource({"kind": refused.value.kind}, refused.value, role)
+    assert answer["resource"] == "out_of_memory" and answer["memory"] == "device"
+    assert "chose a library plan" in refused.value.message
+    with pytest.raises(WorkerError):
+        role.cmd_time_secondary({"variant": "tf32", "calls": 2})
+    # FP32, never first called under pressure, is measured.
+    assert len(role.cmd_time(_timing_request("fp32"))["samples_ms"]) == 3
+
+
+def test_a_plan_chosen_under_pressure_while_timing_is_refused_after_it(tmp_path, monkeypatch):
+    """A baseline's first FP32 call comes in its timing (under `verified` the draw runs TF32
+    only): a plan chosen there for want of room (a candidate holding the device) is refused."""
+    role = _role(tmp_path)
+    role.cmd_prepare_case(CASE)
+    role.cmd_prepare_timing_sets({"ids": ["native-0"]})
+    real_time_calls = reference.timing.time_calls
+
+    def time_calls_beside_a_full_device(call, *args, **kwargs):
+        _allocator_runs_out()
+        return real_time_calls(call, *args, **kwargs)
+
+    monkeypatch.setattr(reference.timing, "time_calls", time_calls_beside_a_full_device)
+    with pytest.raises(WorkerError):
+        role.cmd_time(_timing_request("fp32"))
+    assert set(role.plans.pressured) == {"fp32"}
+    assert role.plans.pressured["fp32"]["where"] == "timing the baseline"
