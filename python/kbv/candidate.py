@@ -22,6 +22,7 @@ from . import (
     memory,
     numerics,
     params,
+    plan_pressure,
     shared,
     timing,
 )
@@ -54,10 +55,14 @@ class CandidateRole:
         # misses on every plain case and is caught by the re-checks as `output_cached`, rather
         # than hitting by accident on the next case.
         self.alive: list[list] = []
+        # Library plans its forward chose while an allocation ran out of device memory (a
+        # cuDNN plan with less workspace, kept for the process): reported, never judged.
+        self.plans = plan_pressure.Watch(self.device)
 
     def cmd_load_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
         laps = hosting.Laps(process_start=hosting.WORKER_READY_S)
         self.device = hosting.device_of(request["device"])
+        self.plans = plan_pressure.Watch(self.device)
         numerics.set_tf32(True)
         self.numerics_baseline = numerics.snapshot()
         gpu_guards.record_clean_l2(self.device)
@@ -141,7 +146,7 @@ class CandidateRole:
         try:
             # No device-wide wait inside the call: the values at return are copied on the
             # current stream first (T1); the wait comes after, still the forward's failure.
-            with hosting.forward_errors():
+            with hosting.forward_errors(), self.plans.forward("forward", "a checked call"):
                 result, outputs, at_return, watch = guards.guarded_call(
                     lambda: hosting.forward(self.model, inputs, self.device, sync=False),
                     lambda r: hosting.as_outputs(r)[0],
@@ -332,6 +337,8 @@ class CandidateRole:
         }
         if l2:
             state["l2_persisting"] = gpu_guards.l2_changes(self.device)
+        if self.plans.pressured:
+            state["plans_under_pressure"] = self.plans.to_json()
         return state
 
     def _numerics_changes(self) -> dict[str, list[Any]]:

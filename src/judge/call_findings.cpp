@@ -82,10 +82,28 @@ void CallJudge::watch(const json& answer, const std::string& case_id, Findings& 
   }
 }
 
+// A library plan the candidate's forward chose while an allocation ran out of device memory
+// (cuDNN skips a plan whose workspace it cannot have and keeps the next for the process): its
+// timing may be slower than the same code runs with room. Said, never judged; with the device
+// shared, the run evaluates it again alone (schedule/retry_alone).
+void CallJudge::plans(const json& answer, Findings& out) {
+  const json pressured = answer.value("plans_under_pressure", json::object());
+  if (!pressured.is_object() || pressured.empty()) return;
+  const auto& [mode, seen] = *pressured.items().begin();
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  out.add("plans_under_pressure", Severity::Info,
+          fmt::format("the candidate's forward ({}) chose a library plan while an allocation of "
+                      "{:.2f} GiB ran out of device memory ({:.2f} GiB free); the plan it fell "
+                      "back to is kept for its process, and may time it slower than with room",
+                      seen.value("where", mode), seen.value("bytes", 0.0) / gib,
+                      seen.value("free_bytes", 0.0) / gib));
+}
+
 void CallJudge::call_state(const json& answer, const std::string& during, Findings& out) {
   numerics(answer, out);
   harness(answer, during, out);
   l2(answer, during, out);
+  plans(answer, out);
 }
 
 void CallJudge::forward(const json& answer, const std::string& case_id, Findings& out) {

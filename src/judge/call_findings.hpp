@@ -1,5 +1,6 @@
 // What the candidate's worker reports it saw around each call, judged: global numerics flags
-// changed (E3), harness entry points replaced (T4), persisting L2 left set (T7), and, for a
+// changed (E3), harness entry points replaced (T4), persisting L2 left set (T7), library plans
+// chosen under memory pressure (said only), and, for a
 // forward, threads left running and outputs that changed after it returned (T2). Pure: the
 // worker's answer in, flags out. One judge per evaluation: a precision flag lowered again after
 // being put back is only seen across calls.
@@ -23,6 +24,7 @@ class CallJudge {
   static void harness(const nlohmann::json& answer, const std::string& during, Findings& out);
   static void l2(const nlohmann::json& answer, const std::string& during, Findings& out);
   static void watch(const nlohmann::json& answer, const std::string& case_id, Findings& out);
+  static void plans(const nlohmann::json& answer, Findings& out);
 
  private:
   int precision_lowerings_ = 0;

@@ -9,7 +9,14 @@ namespace kbv::schedule {
 bool needs_retry_alone(const Result& result, int evaluations_on_device, bool draws_ahead_beside) {
   const bool reference_memory = result.verdict == Verdict::HarnessError && result.harness_fault &&
                                 result.harness_fault->kind == FaultKind::OutOfMemory;
-  if (evaluations_on_device <= 1) return draws_ahead_beside && reference_memory;
+  // A correct candidate timed with a library plan chosen for want of device memory: the memory
+  // others held may have cost it the plan its code gets with room (its speedup, not its verdict).
+  const bool squeezed_plans =
+      result.verdict == Verdict::Correct && result.has_flag("plans_under_pressure");
+  if (evaluations_on_device <= 1) {
+    return draws_ahead_beside && (reference_memory || squeezed_plans);
+  }
+  if (squeezed_plans) return true;
   return result.verdict == Verdict::RuntimeError || result.verdict == Verdict::Timeout ||
          reference_memory;
 }

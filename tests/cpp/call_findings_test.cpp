@@ -32,6 +32,26 @@ TEST(CallJudge, AnHonestAnswerRaisesNothing) {
   EXPECT_TRUE(out.flags().empty());
 }
 
+TEST(CallJudge, APlanChosenUnderMemoryPressureIsSaidNeverJudged) {
+  Findings out;
+  CallJudge::plans({{"plans_under_pressure", json::object()}}, out);
+  EXPECT_TRUE(out.flags().empty());  // the worker's honest answer, where nothing ran out
+  CallJudge judge;
+  judge.call_state({{"plans_under_pressure",
+                     {{"forward",
+                       {{"where", "a checked call"},
+                        {"events", 1},
+                        {"bytes", 3.0 * (1 << 30)},
+                        {"free_bytes", 1.5 * (1 << 30)}}}}}},
+                   "running the forward on native#0", out);
+  const Flag* flag = find(out, "plans_under_pressure");
+  ASSERT_NE(flag, nullptr);
+  EXPECT_EQ(flag->severity, Severity::Info);
+  EXPECT_NE(flag->detail.find("3.00 GiB"), std::string::npos) << flag->detail;
+  EXPECT_NE(flag->detail.find("1.50 GiB free"), std::string::npos) << flag->detail;
+  EXPECT_FALSE(out.has_reject());
+}
+
 TEST(CallJudge, PrecisionLoweredOnceIsAWarningTwiceAReject) {
   CallJudge judge;
   Findings out;

@@ -64,6 +64,19 @@ TEST(RetryAlone, AGpusOnlyEvaluationsReferenceOutOfMemoryIsRetriedAlone) {
   EXPECT_FALSE(needs_retry_alone(with(Verdict::Timeout), 1, true));
 }
 
+TEST(RetryAlone, ACorrectCandidateWhosePlansWereSqueezedIsTimedAgainAlone) {
+  using kbv::schedule::needs_retry_alone;
+  Result squeezed = with(Verdict::Correct, "correct");
+  squeezed.add_flag("plans_under_pressure", kbv::Severity::Info, "3.00 GiB ran out");
+  EXPECT_TRUE(needs_retry_alone(squeezed, 2));
+  EXPECT_TRUE(needs_retry_alone(squeezed, 1, /*draws_ahead_beside=*/true));
+  EXPECT_FALSE(needs_retry_alone(squeezed, 1, false));  // alone already: its figures stand
+  EXPECT_FALSE(needs_retry_alone(with(Verdict::Correct, "correct"), 2));  // room: it stands
+  Result wrong = with(Verdict::Incorrect);
+  wrong.add_flag("plans_under_pressure", kbv::Severity::Info, "3.00 GiB ran out");
+  EXPECT_FALSE(needs_retry_alone(wrong, 2));  // not timed: no figure to repair
+}
+
 TEST(RetryAlone, TheSecondAttemptNamesTheFirst) {
   const auto first = kbv::schedule::first_attempt(with(Verdict::Timeout));
   EXPECT_EQ(first, "timeout: it failed");

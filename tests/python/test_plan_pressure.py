@@ -162,3 +162,36 @@ def test_a_plan_chosen_under_pressure_while_timing_is_refused_after_it(tmp_path,
         role.cmd_time(_timing_request("fp32"))
     assert set(role.plans.pressured) == {"fp32"}
     assert role.plans.pressured["fp32"]["where"] == "timing the baseline"
+
+
+# A candidate whose checked forward sees what torch's allocator does when a plan's workspace
+# does not fit (on the CPU nothing runs out: the forward makes the allocator's call itself).
+SQUEEZED_CANDIDATE = """
+import torch
+import torch.nn as nn
+
+from kbv import plan_pressure
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        plan_pressure._observe(0, 3 << 30, 80 << 30, 1 << 30)
+        return torch.relu(x)
+"""
+
+
+@pytest.mark.e2e
+def test_a_candidate_whose_plan_was_squeezed_is_said_so_and_still_correct(tmp_path, run_eval):
+    from conftest import PROBLEMS
+
+    candidate = tmp_path / "squeezed.py"
+    candidate.write_text(SQUEEZED_CANDIDATE)
+    evaluation = run_eval(PROBLEMS / "level1" / "3_ReLU.py", candidate, "--allow-library")
+    assert evaluation.returncode == 0, evaluation.stderr
+    result = evaluation.result
+    assert result["verdict"] == "correct", result["reason"]
+    flags = {f["id"]: f for f in result["flags"]}
+    assert flags["plans_under_pressure"]["severity"] == "info"
+    assert "3.00 GiB" in flags["plans_under_pressure"]["detail"]
+    # `kbv eval` evaluates one candidate: nothing beside it, no retry, its figures stand.
+    assert "evaluated_alone" not in flags
