@@ -105,6 +105,7 @@ json to_json(const AuditRow& r) {
           {"copy_kernel_signature", r.copy_signature},
           {"tf32_kernel_signature", r.tf32_signature},
           {"plans_differ", r.plans_differ()},
+          {"copy_plans_under_pressure", r.copy_plans_squeezed},
           {"flags", r.flags}};
 }
 
@@ -182,6 +183,7 @@ AuditRow audit_row(const json& result) {
   std::tie(r.tf32_signature, r.tf32_top_kernel) = kernel_signature(result, "baseline_tf32");
   for (const auto& f : result.value("flags", json::array())) {
     const std::string id = f.value("id", "");
+    r.copy_plans_squeezed |= id == "plans_under_pressure";
     // Expected of a reference run as a candidate (PyTorch does its work): not a finding.
     if (id == "library_main_op" || id == "kernel_never_called" || id == "no_custom_kernel") {
       continue;
@@ -262,6 +264,7 @@ std::string render_audit(const std::vector<AuditRow>& rows, Format format) {
             r.copy_top_kernel.substr(0, 60), r.tf32_top_kernel.substr(0, 60));
       }
     }
+    if (r.copy_plans_squeezed) self += "; the copy's plans chosen under memory pressure";
     std::string check = r.verdict == "correct" ? "correct" : r.verdict + ": " + r.reason;
     std::string reference = r.reference_fails_float64 > 0
                                 ? fmt::format("fails on {} ({})", r.reference_fails_float64,

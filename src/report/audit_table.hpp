@@ -55,6 +55,10 @@ struct AuditRow {
   // where none was recorded) and the most frequent one's name: the same count of other kernels
   // is another plan too.
   std::string copy_signature, tf32_signature, copy_top_kernel, tf32_top_kernel;
+  // The copy's worker saw a library plan chosen while device memory ran out (the flag
+  // plans_under_pressure): the explanation of a slow copy. The baseline's never is: the
+  // reference refuses to time one (python/kbv/plan_pressure.py).
+  bool copy_plans_squeezed = false;
   bool kernel_counts_differ() const {
     return copy_kernels && tf32_kernels && *copy_kernels != *tf32_kernels;
   }

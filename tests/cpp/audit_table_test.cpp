@@ -83,6 +83,26 @@ TEST(AuditTable, TheSameKernelsOrAnUnmeasuredSideAreNoFinding) {
   EXPECT_NE(md.find("0 where the TF32 baseline ran other kernels"), std::string::npos) << md;
 }
 
+TEST(AuditTable, SaysWhereTheCopysPlansWereChosenUnderMemoryPressure) {
+  // Session 13's 76_conv_standard_1D on the H200: the copy's one kernel against the baseline's
+  // three, 0.68x; the copy's worker now says why (the flag plans_under_pressure, an info).
+  json squeezed =
+      audited("76_conv_standard_1D", kernel_audit({1, 1, 1}), kernel_audit({3, 3, 3}), 0.676);
+  squeezed["flags"] = {
+      {{"id", "plans_under_pressure"}, {"severity", "info"}, {"detail", "3.00 GiB ran out"}}};
+  const AuditRow row = audit_row(squeezed);
+  EXPECT_TRUE(row.copy_plans_squeezed);
+  EXPECT_TRUE(row.flags.empty());  // an info: in the row's words, not its flag list
+  const std::string md = render_audit({row}, Format::Markdown);
+  EXPECT_NE(md.find("; the copy's plans chosen under memory pressure"), std::string::npos) << md;
+  EXPECT_TRUE(json::parse(render_audit({row}, Format::Json))[0]["copy_plans_under_pressure"]);
+  // The honest row says nothing of it.
+  const AuditRow plain =
+      audit_row(audited("19_ReLU", kernel_audit({1, 1, 1}), kernel_audit({1, 1, 1})));
+  EXPECT_FALSE(plain.copy_plans_squeezed);
+  EXPECT_EQ(render_audit({plain}, Format::Markdown).find("memory pressure"), std::string::npos);
+}
+
 TEST(AuditTable, TheSameCountOfOtherKernelsIsAnotherPlanToo) {
   // 58_conv_transposed_3D's kind of row: as many kernels a call on both sides, other ones.
   const AuditRow other = audit_row(audited(
