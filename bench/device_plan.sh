@@ -7,7 +7,8 @@
 # It gives: $S made; H200 (1 on an H200, else 0); KBV_BIN, KBV_NATIVE_DIR, KBV_CACHE_DIR
 # exported; `left` (seconds of TOTAL left), `say TEXT` (a timed line in $S/summary.txt),
 # `limit WANT` (WANT capped by what is left);
-# the steps plans repeat: `plan_audit DB SECONDS` (kbv audit over KernelBench's .kb into DB, traced),
+# the steps plans repeat: `plan_audit DB SECONDS [PROBLEMS] [NAME]` (kbv audit over KernelBench's
+# .kb, or PROBLEMS, into DB, traced; $S/NAME.md, default audit),
 # `plan_zoo NAME FILTER PHASE1_S PHASE2_S SECONDS` (bench/gpu_zoo.sh over the files FILTER
 # matches, into $S/NAME), `plan_kb_baseline SEED_JSONL` (KernelBench's own baseline timing,
 # resumed from SEED_JSONL, until TOTAL);
@@ -43,15 +44,16 @@ if ! bench/gpu_build.sh "$S/build.log" > "$S/build.txt"; then
 fi
 say "built; $(tail -1 "$S/build.txt")"
 
-# kbv audit of KernelBench's levels 1-3 (.kb) into DB, its calls traced ($S/trace.jsonl, read
-# into $S/timeline.txt), for at most SECONDS.
+# kbv audit of KernelBench's levels 1-3 (.kb, or PROBLEMS) into DB, its calls traced
+# ($S/trace-NAME.jsonl, read into $S/timeline-NAME.txt), for at most SECONDS.
 plan_audit() {
-  local db=$1 seconds=$2 t
+  local db=$1 seconds=$2 problems=${3:-$S/.kb} name=${4:-audit} t
   t=$(date +%s)
-  KBV_TRACE_CALLS=$S/trace.jsonl timeout "$(limit "$seconds")" build/kbv audit --problems "$S/.kb" \
-    --device cuda --workers-per-device 4 --db "$db" --out "$S/audit.md" > "$S/audit.txt" 2>&1
-  say "kbv audit rc=$? in $(( $(date +%s) - t )) s: $(tail -3 "$S/audit.txt" | tr '\n' ' ')"
-  python3 bench/trace_timeline.py "$S/trace.jsonl" --top 20 > "$S/timeline.txt" 2>&1
+  KBV_TRACE_CALLS=$S/trace-$name.jsonl timeout "$(limit "$seconds")" build/kbv audit \
+    --problems "$problems" --device cuda --workers-per-device 4 --db "$db" --out "$S/$name.md" \
+    > "$S/$name.txt" 2>&1
+  say "kbv audit ($name) rc=$? in $(( $(date +%s) - t )) s: $(tail -3 "$S/$name.txt" | tr '\n' ' ')"
+  python3 bench/trace_timeline.py "$S/trace-$name.jsonl" --top 20 > "$S/timeline-$name.txt" 2>&1
 }
 
 # The hack zoo (bench/gpu_zoo.sh) over the files FILTER matches, into $S/NAME, its two phases
