@@ -63,6 +63,7 @@ class CandidateRole:
         laps = hosting.Laps(process_start=hosting.WORKER_READY_S)
         self.device = hosting.device_of(request["device"])
         self.plans = plan_pressure.Watch(self.device)
+        plan_pressure.attach(self.device)  # before the candidate's code can replace the hook
         numerics.set_tf32(True)
         self.numerics_baseline = numerics.snapshot()
         gpu_guards.record_clean_l2(self.device)

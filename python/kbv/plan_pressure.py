@@ -12,9 +12,13 @@ Timed that way, any candidate would be credited with the baseline's loss.
 No library says which plan it chose, but the allocator says when it ran out: torch's caching
 allocator calls its out-of-memory observers before it throws, also where the caller catches the
 error. A forward that saw more out-of-memory events than it raised chose at least one plan
-under pressure. `Watch` counts them; the reference worker refuses to time a baseline whose
-numeric mode saw one (the evaluation is retried with the device to itself), and a session
-drawn ahead under its cap that saw one is drawn again rather than used.
+under pressure. `Watch` counts them around every forward of a model that the timing will reuse
+(a cached plan whose workspace later cannot be had is searched again and replaced too). The
+reference worker chooses its FP32 plans at its first draw beside the TF32 ones, and refuses to go
+on once either mode saw such an event (`PlanChosenUnderPressure`: the orchestrator reads it as the
+reference out of device memory, a harness fault, and tries the evaluation again with the device
+to itself in a new reference process); the candidate's worker reports it (flag
+`plans_under_pressure`).
 """
 
 from __future__ import annotations
@@ -25,29 +29,57 @@ from typing import Any
 
 import torch
 
+from .loading import WorkerError
+
 _events = 0  # out-of-memory events the allocator reported in this process
 _last: dict[str, int] = {}
 _attached = False
+_unwatched = ""  # why the observer could not be attached, where it could not
 
 
-def _observe(device: int, alloc: int, device_allocated: int, device_free: int) -> None:
-    """torch's allocator calls this (holding the GIL) just before it raises OutOfMemoryError."""
+class PlanChosenUnderPressure(Exception):
+    """What the reference's refusal is raised from: the worker reads it as the device's memory
+    running out for a library's plan (`kbv.worker`), which the orchestrator retries alone and
+    never weighs against the candidate's memory: the event may predate the candidate."""
+
+
+def _observe(device: int, alloc: int, limit: int, device_free: int) -> None:
+    """torch's allocator calls this (holding the GIL, its own lock released) just before it
+    raises OutOfMemoryError: the device, the bytes asked for, the process's limit (the device's
+    total, or the cap of set_per_process_memory_fraction) and what the device had free."""
     global _events, _last
     _events += 1
-    _last = {"device": int(device), "bytes": int(alloc), "free_bytes": int(device_free)}
+    _last = {
+        "device": int(device),
+        "bytes": int(alloc),
+        "limit_bytes": int(limit),
+        "free_bytes": int(device_free),
+    }
 
 
 def attach(device: torch.device) -> bool:
-    """Registers the observer once per process (CUDA only; nothing to see on the CPU)."""
-    global _attached
+    """Registers the observer once per process (CUDA only; nothing to see on the CPU). Attach
+    before the candidate's code is imported: it cannot then replace the function first. An
+    allocator that has no observers (cudaMallocAsync) leaves the process unwatched, said in
+    `unwatched()`, never a failure of the forward."""
+    global _attached, _unwatched
     if _attached or device.type != "cuda":
         return _attached
     attach_observer = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
     if attach_observer is None:
+        _unwatched = "this torch has no out-of-memory observer"
         return False
-    attach_observer(_observe)
+    try:
+        attach_observer(_observe)
+    except Exception as error:  # noqa: BLE001 - an allocator without observers
+        _unwatched = f"{type(error).__name__}: {str(error)[:200]}"
+        return False
     _attached = True
     return True
+
+
+def unwatched() -> str:
+    return _unwatched
 
 
 def events() -> int:
@@ -79,17 +111,37 @@ class Watch:
             if swallowed > 0 and mode not in self.pressured:
                 self.pressured[mode] = {"where": where, "events": swallowed, **_last}
 
+    def call(self, mode: str, where: str, fn):
+        """`fn` watched call by call, for loops that catch a call's failure themselves (the
+        kernel audit): an out-of-memory a call raised is then not taken for a swallowed one.
+        Not for timed loops: the window costs each call host time."""
+
+        def watched(*args, **kwargs):
+            with self.forward(mode, where):
+                return fn(*args, **kwargs)
+
+        return watched
+
     def words(self, mode: str) -> str | None:
         seen = self.pressured.get(mode)
         if seen is None:
             return None
         return (
-            f"its {mode.upper()} forward ({seen['where']}) chose a library plan while an "
-            f"allocation of {seen.get('bytes', 0) / 2**30:.2f} GiB ran out of device memory "
+            f"{mode.upper()} forward ({seen['where']}) chose a library plan while an allocation "
+            f"of {seen.get('bytes', 0) / 2**30:.2f} GiB ran out of device memory "
             f"({seen.get('free_bytes', 0) / 2**30:.2f} GiB free): cuDNN keeps the plan it fell "
-            "back to for the process, so this baseline would be timed slower than PyTorch runs "
+            "back to for the process, so its baseline would be timed slower than PyTorch runs "
             "it with room"
         )
+
+    def refuse(self, modes: tuple[str, ...] = ("tf32", "fp32")) -> None:
+        """Raises the reference's refusal where any of `modes` chose a plan under pressure."""
+        for mode in modes:
+            words = self.words(mode)
+            if words is not None:
+                raise WorkerError(
+                    "runtime_error", f"the reference's {words}"
+                ) from PlanChosenUnderPressure(words)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.pressured)

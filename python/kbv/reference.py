@@ -219,8 +219,9 @@ class ReferenceRole:
         self._model64_kind = "copy"  # or "constructed" (_new_float64_model)
         self._capped = False  # its device allocations are capped (cmd_cap_memory)
         # Which numeric modes of the model chose a library plan under memory pressure: their
-        # baselines are not timed (kbv.plan_pressure).
+        # baselines are not timed (kbv.plan_pressure); whether its FP32 plans were chosen yet.
         self.plans = plan_pressure.Watch(self.device)
+        self._fp32_plans_chosen = False
         self._model_on_host = False  # loaded ahead on the host, placed on the device when used
         self.compactions = 0  # times _with_room moved the model out and back (holding says so)
         self._construction: tuple = (None, [])
@@ -265,6 +266,7 @@ class ReferenceRole:
         laps = hosting.Laps(process_start=hosting.WORKER_READY_S)
         self.device = hosting.device_of(request["device"])
         self.plans = plan_pressure.Watch(self.device)
+        self._fp32_plans_chosen = False
         self.keep = request.get("keep", "truth")
         # The protocol's policy (check::Policy JSON): the TF32 baseline is measured against the
         # elementwise budget its candidates get, so the policy can admit the reference's own
@@ -764,10 +766,12 @@ class ReferenceRole:
         assert self.model is not None
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
         variant = request["variant"]
-        self._require_plans_chosen_with_room(variant)
+        self.plans.refuse((variant,))
         numerics.set_tf32(variant == "tf32")
         try:
             sets = self.timing_sets
+            # One window around the loop (a window a call would cost each timed call host time);
+            # the timing catches nothing, so an out-of-memory it raised is the only one raised.
             with self.plans.forward(variant, "timing the baseline"):
                 timed = timing.time_calls(
                     lambda i: self.model(*sets[i % len(sets)]),
@@ -778,49 +782,48 @@ class ReferenceRole:
                 )
         finally:
             numerics.set_tf32(True)
-        self._require_plans_chosen_with_room(variant)
+        self.plans.refuse((variant,))  # a plan chosen, or replaced, in this very timing
         return timed
 
     def cmd_time_secondary(self, request: dict[str, Any]) -> dict[str, Any]:
         return self._as_variant(request, timing.secondary_times)
 
     def cmd_kernel_audit(self, request: dict[str, Any]) -> dict[str, Any]:
-        return self._as_variant(request, kernel_audit.kernel_audit)
+        return self._as_variant(request, kernel_audit.kernel_audit, per_call=True)
 
-    def _as_variant(self, request: dict[str, Any], what) -> dict[str, Any]:
+    def _as_variant(self, request: dict[str, Any], what, per_call: bool = False) -> dict:
+        """The secondary figures and the kernel audit of a baseline, after its timing: a plan
+        chosen under pressure before them is refused; one chosen in them is marked (the kept
+        session is then not reused, nor timed again) without undoing figures already taken.
+        The kernel audit catches its calls' failures itself: watched call by call there."""
         assert self.model is not None
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
         variant = request["variant"]
-        self._require_plans_chosen_with_room(variant)
+        self.plans.refuse((variant,))
         numerics.set_tf32(variant == "tf32")
         try:
             sets, model = self.timing_sets, self.model
-            with self.plans.forward(variant, "measuring the baseline"):
-                answer = what(lambda i: model(*sets[i % len(sets)]), self.device, request["calls"])
+
+            def call(i):
+                return model(*sets[i % len(sets)])
+
+            where = f"the baseline's {request.get('cmd', 'figures')}"
+            if per_call:
+                return what(self.plans.call(variant, where, call), self.device, request["calls"])
+            with self.plans.forward(variant, where):
+                return what(call, self.device, request["calls"])
         finally:
             numerics.set_tf32(True)
-        self._require_plans_chosen_with_room(variant)
-        return answer
-
-    def _require_plans_chosen_with_room(self, variant: str) -> None:
-        """A baseline whose library plans were chosen under memory pressure is not measured:
-        its figures would be a fallback's, and every candidate's speedup would gain what the
-        baseline lost. Reported as the reference running out of device memory (a harness
-        fault, never the candidate's verdict): the run tries it again with the device to
-        itself, in a new reference process whose first calls have the room."""
-        words = self.plans.words(variant)
-        if words is not None:
-            raise WorkerError(
-                "runtime_error", f"the reference's {words}"
-            ) from torch.OutOfMemoryError(words)
 
     def cmd_memory(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
         numerics.set_tf32(True)
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
         inputs = self.timing_sets[0]
-        hosting.forward(self.model, inputs, self.device)  # steady state: no first-call costs
-        result = memory.peak_memory(lambda: self.model(*inputs), self.device)
+        # Watched: a cached plan whose workspace cannot be had now is replaced for good.
+        with self.plans.forward("tf32", "the baseline's memory pass"):
+            hosting.forward(self.model, inputs, self.device)  # steady state: no first-call costs
+            result = memory.peak_memory(lambda: self.model(*inputs), self.device)
         result["persistent_bytes"] = memory.state_bytes(self.model)
         return result
 
@@ -837,13 +840,7 @@ class ReferenceRole:
         fraction = min(1.0, wanted / total) if wanted > 0 else 1.0
         torch.cuda.set_per_process_memory_fraction(fraction, self.device)
         self._capped = fraction < 1.0
-        # A draw ahead under the cap may have chosen its plans for want of room: the session
-        # is then drawn again rather than timed (acquire_reference, src/eval/reference_work).
-        return {
-            "capped": self._capped,
-            "fraction": fraction,
-            "plans_under_pressure": self.plans.to_json(),
-        }
+        return {"capped": self._capped, "fraction": fraction}
 
     def cmd_ping(self, request: dict[str, Any]) -> dict[str, Any]:
         """Alive and serving: a kept reference is checked before another candidate reuses it."""
@@ -859,7 +856,8 @@ class ReferenceRole:
         assert self.model is not None
         params.load_into(self.model, self.initial_state, {k: k for k in self.initial_state})
         numerics.set_tf32(True)
-        cost = roofline.reference_cost(self.model, self.timing_sets[0], self.device)
+        with self.plans.forward("tf32", "the reference's cost"):
+            cost = roofline.reference_cost(self.model, self.timing_sets[0], self.device)
         if request.get("measure_peaks"):
             cost["measured_peaks"] = roofline.measure_peaks(self.device)
         return cost
@@ -874,7 +872,9 @@ class ReferenceRole:
         case = self._resident(request["id"])
         inputs = [v.clone() if torch.is_tensor(v) else v for v in case.inputs.as_list()]
         numerics.set_tf32(True)
-        return guards.trace_forward(lambda: self.model(*inputs), None)
+        # Call by call: the tracer may catch a call's failure itself.
+        watched = self.plans.call("tf32", "the reference's operator trace", self.model)
+        return guards.trace_forward(lambda: watched(*inputs), None)
 
     # -- drawing one case ---------------------------------------------------------------------
     def _draw_case(self, case_id: str, key: tuple, secret: str) -> Case:
@@ -989,6 +989,8 @@ class ReferenceRole:
             self._state_checksums(params.state_tensors(self.model)) == state_checksums
         )
         phases["checksums"] = time.monotonic() - mark
+        if case.forwards_pure and not self._fp32_plans_chosen:
+            self._choose_fp32_plans(block.as_list())
         self._defer_or_not(case, phases)
         _release_cached(self.device)
         figures["bytes"] = {
@@ -1008,7 +1010,30 @@ class ReferenceRole:
         # Where the draw's time went (each phase ends in a host read of a device figure, so
         # these are device times too): the first thing to read when a large problem is slow.
         figures["draw_phases_s"] = {k: round(v, 4) for k, v in phases.items()}
+        if self.plans.pressured:
+            # Refused at the draw, before any candidate runs on it: the session is let go and
+            # the evaluation tried again alone (a draw ahead: drawn again by its evaluation).
+            case.close()
+            self.plans.refuse()
         return case
+
+    def _choose_fp32_plans(self, inputs: list) -> None:
+        """Under `verified` no draw runs the model in FP32, so its first FP32 call, where its
+        library plans are chosen, would come in the timing, beside the candidate's memory: one
+        FP32 forward beside the session's first TF32 one chooses them in the same room, watched
+        the same way. Only after a forward that left inputs and state as drawn (an extra call
+        of one that does not would change what the case's figures describe); elsewhere the
+        timing's first call chooses them, watched too."""
+        self._fp32_plans_chosen = True
+        if self.device.type != "cuda" or self.keep == "fp32":
+            return  # no TF32 on the host; the `standard` protocol's draws run FP32 already
+        assert self.model is not None
+        numerics.set_tf32(False)
+        try:
+            with self.plans.forward("fp32", "choosing the FP32 plans at the first draw"):
+                hosting.forward(self.model, inputs, self.device)
+        finally:
+            numerics.set_tf32(True)
 
     def _defer_or_not(self, case: Case, phases: dict[str, float]) -> None:
         """A deferred sensitivity is measured later from a private draw of the case, so the

@@ -127,7 +127,10 @@ def exhausted_resource(error: BaseException) -> str | None:
     "out_of_memory" or "disk_full". The orchestrator trusts this only from the reference worker
     (src/judge/harness_fault.hpp): the candidate's process can write anything on its channel."""
     for current, text in _links(error):
-        if isinstance(current, MemoryError) or type(current).__name__ == "OutOfMemoryError":
+        if isinstance(current, MemoryError) or type(current).__name__ in (
+            "OutOfMemoryError",
+            "PlanChosenUnderPressure",
+        ):
             return "out_of_memory"
         if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
             return "disk_full"
@@ -142,9 +145,13 @@ def exhausted_resource(error: BaseException) -> str | None:
 
 def _memory_of(error: BaseException) -> str:
     """Which memory an out-of-memory error ran out of: "device" (torch's CUDA OutOfMemoryError,
-    or the device's words) or "host". The orchestrator weighs what the candidate held of the
-    device's (src/judge/held_memory.hpp)."""
+    or the device's words), "library_plan" (kbv.plan_pressure's refusal) or "host". The
+    orchestrator weighs what the candidate held of the device's (src/judge/held_memory.hpp)."""
     for current, text in _links(error):
+        if type(current).__name__ == "PlanChosenUnderPressure":
+            # A library plan chosen for want of room, perhaps before this candidate ran: never
+            # weighed against what the candidate holds (src/eval/held_memory.cpp).
+            return "library_plan"
         if type(current).__name__ == "OutOfMemoryError":
             return "device"
         if any(words in text for words in _DEVICE_MEMORY_WORDS):

@@ -37,7 +37,8 @@ struct HarnessFault {
   FaultKind kind = FaultKind::Internal;
   std::string stage;   // what kbv was doing ("drawing the input families", "starting a worker")
   std::string detail;  // what failed, in the words of whoever saw it (errno text, exit status)
-  std::string memory = {};  // out_of_memory reported by the reference: "device" or "host"
+  std::string memory = {};  // out_of_memory reported by the reference: "device", "host" or
+                            // "library_plan" (a plan chosen for want of room: never weighed)
   nlohmann::json to_json() const;
   // One sentence for the result's reason: the kind, the stage, the detail's first line.
   std::string reason() const;

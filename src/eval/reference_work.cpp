@@ -461,9 +461,16 @@ ReferenceLease acquire_reference(const EvalRequest& request, const ReferenceKey&
   ReferenceLease lease;
   const fs::path problem = fs::absolute(request.problem);
   auto* slot = request.placement.reference;
+  // A kept session is reused while its reference answers and none of its library plans was
+  // chosen, or replaced, for want of device memory since (python/kbv/plan_pressure.py: its
+  // baseline would be refused; a new process chooses them again).
+  auto answers_with_room = [](ReferenceSession& s) {
+    auto ping = s.worker->call(worker_request(cmd::kPing), std::chrono::seconds(30));
+    return ping.ok() && ping.result.value("plans_under_pressure", json::object()).empty();
+  };
   if (slot && slot->session && slot->session->key.same_request(want) &&
       slot->session->problem == problem && slot->session->worker &&
-      slot->session->worker->call(worker_request(cmd::kPing), std::chrono::seconds(30)).ok()) {
+      answers_with_room(*slot->session)) {
     lease.session = slot->session.get();
   } else {
     if (slot) slot->session.reset();  // stops the old reference, frees its directory
@@ -483,32 +490,21 @@ ReferenceLease acquire_reference(const EvalRequest& request, const ReferenceKey&
         orchestrate::trace_wait(static_cast<int>(ahead->worker->pid()), "wait_ahead", since,
                                 lease.ahead_wait_s);
       }
+      // Why it was not used, in the result (a draw ahead that chose a library plan under its
+      // cap, say, refused by its reference).
+      if (ahead && !ahead->ahead_error.empty()) lease.ahead_dropped = ahead->ahead_error;
       if (ahead && ahead->ahead_error.empty() && ahead->key.same_request(want) && ahead->worker &&
           !ahead->worker->ready(std::chrono::milliseconds(0))) {
         fresh = std::move(ahead);
         lease.started_ahead = true;
         // Its cases now count in the cache's share, its draws in the evaluation's reservation.
         fresh->ahead_memory.reset();
-        if (fresh->ahead_capped) {
-          auto uncapped = fresh->worker->call(worker_request(cmd::kCapMemory, {{"bytes", 0}}),
-                                              std::chrono::seconds(30));
-          // A draw under the cap that chose a library plan for want of room (a cuDNN plan with
-          // less workspace, kept for the process) would have its baseline timed slow; the
-          // reference refuses to time it, so the session is drawn again by its evaluation.
-          const bool pressured =
-              uncapped.ok() &&
-              !uncapped.result.value("plans_under_pressure", json::object()).empty();
-          if (!uncapped.ok() || pressured) {
-            if (pressured) {
-              lease.ahead_dropped =
-                  "drawn ahead under its cap, where a library plan was chosen for want of device "
-                  "memory (" +
-                  uncapped.result["plans_under_pressure"].dump() +
-                  "): drawn again by its evaluation";
-            }
-            fresh.reset();  // started again below
-            lease.started_ahead = false;
-          }
+        if (fresh->ahead_capped &&
+            !fresh->worker
+                 ->call(worker_request(cmd::kCapMemory, {{"bytes", 0}}), std::chrono::seconds(30))
+                 .ok()) {
+          fresh.reset();  // started again below
+          lease.started_ahead = false;
         }
       }
     }

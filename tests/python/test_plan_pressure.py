@@ -119,7 +119,10 @@ def test_the_reference_times_a_baseline_whose_plans_had_room(tmp_path):
     assert role.cmd_ping({})["plans_under_pressure"] == {}
 
 
-def test_a_baseline_whose_plan_was_chosen_under_pressure_is_not_timed(tmp_path, monkeypatch):
+def test_a_draw_whose_plan_was_chosen_under_pressure_is_refused(tmp_path, monkeypatch):
+    """Refused at the draw, before any candidate runs on it, in words the orchestrator reads as
+    the reference out of memory for a library's plan: retried alone, never weighed against the
+    candidate's memory (src/eval/held_memory.cpp weighs "device" only)."""
     role = _role(tmp_path)
     real_forward = hosting.forward
 
@@ -128,26 +131,24 @@ def test_a_baseline_whose_plan_was_chosen_under_pressure_is_not_timed(tmp_path, 
         return real_forward(model, inputs, device, sync)
 
     monkeypatch.setattr(hosting, "forward", forward_beside_a_full_device)
-    role.cmd_prepare_case(CASE)  # the draw itself goes on: its outputs are the fallback's, exact
-    monkeypatch.setattr(hosting, "forward", real_forward)
-    role.cmd_prepare_timing_sets({"ids": ["native-0"]})
-    assert set(role.cmd_ping({})["plans_under_pressure"]) == {"tf32"}
     with pytest.raises(WorkerError) as refused:
-        role.cmd_time(_timing_request("tf32"))
-    # The orchestrator's reading (src/judge/harness_fault.cpp): the reference ran out of device
-    # memory, a harness fault retried with the device to itself, never the candidate's verdict.
+        role.cmd_prepare_case(CASE)
     answer = worker._with_resource({"kind": refused.value.kind}, refused.value, role)
-    assert answer["resource"] == "out_of_memory" and answer["memory"] == "device"
-    assert "chose a library plan" in refused.value.message
+    assert answer["resource"] == "out_of_memory" and answer["memory"] == "library_plan"
+    assert "TF32 forward (drawing a case) chose a library plan" in refused.value.message
+    assert not role.cases  # nothing kept of the refused draw
+    # A kept session says so when pinged: the orchestrator starts a new one.
+    assert set(role.cmd_ping({})["plans_under_pressure"]) == {"tf32"}
+    # The baseline is not timed either, whatever asks.
+    monkeypatch.setattr(hosting, "forward", real_forward)
     with pytest.raises(WorkerError):
-        role.cmd_time_secondary({"variant": "tf32", "calls": 2})
-    # FP32, never first called under pressure, is measured.
-    assert len(role.cmd_time(_timing_request("fp32"))["samples_ms"]) == 3
+        role.cmd_time(_timing_request("tf32"))
 
 
 def test_a_plan_chosen_under_pressure_while_timing_is_refused_after_it(tmp_path, monkeypatch):
-    """A baseline's first FP32 call comes in its timing (under `verified` the draw runs TF32
-    only): a plan chosen there for want of room (a candidate holding the device) is refused."""
+    """Where the first FP32 call comes in the timing (no pure first draw chose its plans), a
+    plan chosen there for want of room (a candidate holding the device) is refused; the other
+    mode is still measured, and the same mode's later figures are refused before they run."""
     role = _role(tmp_path)
     role.cmd_prepare_case(CASE)
     role.cmd_prepare_timing_sets({"ids": ["native-0"]})
@@ -158,10 +159,40 @@ def test_a_plan_chosen_under_pressure_while_timing_is_refused_after_it(tmp_path,
         return real_time_calls(call, *args, **kwargs)
 
     monkeypatch.setattr(reference.timing, "time_calls", time_calls_beside_a_full_device)
-    with pytest.raises(WorkerError):
+    with pytest.raises(WorkerError) as refused:
         role.cmd_time(_timing_request("fp32"))
+    assert worker._memory_of(refused.value) == "library_plan"
     assert set(role.plans.pressured) == {"fp32"}
     assert role.plans.pressured["fp32"]["where"] == "timing the baseline"
+    monkeypatch.setattr(reference.timing, "time_calls", real_time_calls)
+    assert len(role.cmd_time(_timing_request("tf32"))["samples_ms"]) == 3
+    with pytest.raises(WorkerError):
+        role.cmd_time_secondary({"cmd": "time_secondary", "variant": "fp32", "calls": 2})
+    assert role.cmd_time_secondary({"cmd": "time_secondary", "variant": "tf32", "calls": 2})
+
+
+def test_a_call_watched_alone_tells_a_raised_out_of_memory_from_a_swallowed_one():
+    """The kernel audit and the operator trace catch a call's failure themselves: watched call
+    by call, a call that raised its out-of-memory is not taken for a library's swallowed one."""
+    watch = plan_pressure.Watch(torch.device("cpu"))
+
+    def runs_out():
+        _allocator_runs_out()
+        raise torch.OutOfMemoryError("the call's own allocation")
+
+    watched = watch.call("tf32", "the baseline's kernel_audit", runs_out)
+    try:
+        watched()
+    except torch.OutOfMemoryError:
+        pass  # as kernel_audit does: reported, never a verdict
+    assert watch.pressured == {}
+
+    def swallows():
+        _allocator_runs_out()  # a library caught it and chose another plan
+        return 1
+
+    assert watch.call("tf32", "the baseline's kernel_audit", swallows)() == 1
+    assert watch.pressured["tf32"]["where"] == "the baseline's kernel_audit"
 
 
 # A candidate whose checked forward sees what torch's allocator does when a plan's workspace
