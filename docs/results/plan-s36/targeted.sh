@@ -22,7 +22,7 @@ source bench/device_plan.sh
 say "cuDNN plan probe: $(tr '\n' ' ' < $S/cudnn_plan_probe.txt | cut -c1-600)"
 
 mkdir -p $S/conv/level1
-for p in 57 64 76 58 54 63; do cp $S/.kb/level1/${p}_*.py $S/conv/level1/; done
+for p in ${CONV_PROBLEMS:-57 64 76 58 54 63}; do cp $S/.kb/level1/${p}_*.py $S/conv/level1/; done
 plan_audit $S/conv.sqlite $(( $(left) - ${CONV_RESERVE:-260} )) $S/conv conv
 python3 - "$S/conv.sqlite" > "$S/conv_rows.txt" 2>&1 <<'PY'
 import json, sqlite3, sys
