@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
 # Session 36's device plan: a cuDNN plan probe (cudnn_plan_probe.py), the whole audit under
 # verified protocol 5 on one card, then what that card still owes issue 18.
-# - On an H100: session 35's audit resumed (h100-2026-12-07-s35/call34: 97 of 250 in 620 s at
-#   b989636's evaluation code; AUDIT_SEED names another docs/results folder), so that the 250 at
-#   protocol 5 on the H100 are in two parts whose wall times add (the second part's kernel audit
-#   also records its kernels by name, e24ebf6: nothing judged changed); then the hack zoo's CUDA
-#   files, whose side-stream defense reads that kernel audit.
+# - On an H100: the audit afresh, or resumed from AUDIT_SEED (a docs/results folder holding an
+#   audit.sqlite.gz of the SAME evaluation code: session 36's plan_pressure changed it, so
+#   session 35's 97 no longer qualify), then the hack zoo's CUDA files.
 # - On an H200: the audit afresh (no H200 database of protocol 5 exists), then KernelBench's own
 #   baseline timing, resumed from KB_SEED (a kb_baseline.jsonl; default session 10's 45 problems).
 # Usage (after `bash scripts/stage_deps.sh` here; carry .kb .deps .whl on EVERY call: a call
@@ -23,9 +21,8 @@ source bench/device_plan.sh
   timeout 150 python3 docs/results/plan-s36/cudnn_plan_probe.py > $S/cudnn_plan_probe.txt 2>&1
 say "cuDNN plan probe: $(tr '\n' ' ' < $S/cudnn_plan_probe.txt | cut -c1-400)"
 
-if [ ! -f $S/audit.sqlite ] && [ "$H200" = 0 ]; then
-  gunzip -c "docs/results/${AUDIT_SEED:-h100-2026-12-07-s35/call34}/audit.sqlite.gz" \
-    > $S/audit.sqlite
+if [ ! -f $S/audit.sqlite ] && [ -n "${AUDIT_SEED:-}" ]; then
+  gunzip -c "docs/results/$AUDIT_SEED/audit.sqlite.gz" > $S/audit.sqlite
 fi
 plan_audit $S/audit.sqlite $(( $(left) - ${AUDIT_RESERVE:-0} ))
 if [ "$H200" = 1 ] && [ "$(left)" -gt 120 ]; then
