@@ -39,8 +39,9 @@ _unwatched = ""  # why the observer could not be attached, where it could not
 
 class PlanChosenUnderPressure(Exception):
     """What the reference's refusal is raised from: the worker reads it as the device's memory
-    running out for a library's plan (`kbv.worker`), which the orchestrator retries alone and
-    never weighs against the candidate's memory: the event may predate the candidate."""
+    running out for a library's plan (`kbv.worker`, memory "library_plan"): a harness fault the
+    orchestrator retries alone, unless the candidate held more than its whole evaluation's plan
+    (then the candidate's runtime_error, as for any reference out of device memory)."""
 
 
 def _observe(device: int, alloc: int, limit: int, device_free: int) -> None:

@@ -149,8 +149,8 @@ def _memory_of(error: BaseException) -> str:
     orchestrator weighs what the candidate held of the device's (src/judge/held_memory.hpp)."""
     for current, text in _links(error):
         if type(current).__name__ == "PlanChosenUnderPressure":
-            # A library plan chosen for want of room, perhaps before this candidate ran: never
-            # weighed against what the candidate holds (src/eval/held_memory.cpp).
+            # A library plan chosen for want of room (weighed like the device's memory against
+            # what the candidate holds: src/eval/held_memory.cpp).
             return "library_plan"
         if type(current).__name__ == "OutOfMemoryError":
             return "device"

@@ -38,7 +38,7 @@ struct HarnessFault {
   std::string stage;   // what kbv was doing ("drawing the input families", "starting a worker")
   std::string detail;  // what failed, in the words of whoever saw it (errno text, exit status)
   std::string memory = {};  // out_of_memory reported by the reference: "device", "host" or
-                            // "library_plan" (a plan chosen for want of room: never weighed)
+                            // "library_plan" (a plan chosen for want of room)
   nlohmann::json to_json() const;
   // One sentence for the result's reason: the kind, the stage, the detail's first line.
   std::string reason() const;

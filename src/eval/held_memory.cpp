@@ -27,7 +27,11 @@ std::optional<DeviceShares> shares_on_device(const std::vector<DeviceProcess>& l
 }
 
 bool weighs_held_memory(const HarnessFault& fault, bool cuda) {
-  return cuda && fault.kind == FaultKind::OutOfMemory && fault.memory == "device";
+  // A library plan the reference chose for want of room is weighed too: a candidate holding
+  // more than its whole evaluation's plan would otherwise turn its own verdict into a harness
+  // error by starving the reference's first calls.
+  return cuda && fault.kind == FaultKind::OutOfMemory &&
+         (fault.memory == "device" || fault.memory == "library_plan");
 }
 
 std::optional<judge::HeldMemory> candidate_held_memory(pid_t candidate_pid, pid_t reference_pid,

@@ -121,8 +121,8 @@ def test_the_reference_times_a_baseline_whose_plans_had_room(tmp_path):
 
 def test_a_draw_whose_plan_was_chosen_under_pressure_is_refused(tmp_path, monkeypatch):
     """Refused at the draw, before any candidate runs on it, in words the orchestrator reads as
-    the reference out of memory for a library's plan: retried alone, never weighed against the
-    candidate's memory (src/eval/held_memory.cpp weighs "device" only)."""
+    the reference out of memory for a library's plan: retried alone (src/eval/held_memory.cpp
+    weighs it against a candidate holding beyond its evaluation's plan)."""
     role = _role(tmp_path)
     real_forward = hosting.forward
 
