@@ -98,9 +98,15 @@ def test_cpu_secondary_figures():
         # median of the calls after it, fast, undid it (CI, 2026-12-06: 1.6 ms, then 0.3 ms).
         host = result["host_inclusive_ms"]
         assert len(host) == 4 or (len(host) == 5 and timing._hot_batch(host[0]) == 1), host
-    else:
+    elif timing._hot_batch(result["host_inclusive_ms"][0]) == 1:
+        # The first call was slow: paired from the second call on.
         assert result["hot_method"] == "cpu_per_host_inclusive_call"
         assert len(result["host_inclusive_ms"]) == 5
+    else:
+        # A fast first call (no pairing) and slow calls after it, the runner loaded meanwhile
+        # (CI, 2026-12-07): the median asks batches of one, timed back to back.
+        assert result["hot_method"] == "cpu_back_to_back"
+        assert len(result["host_inclusive_ms"]) == 4
 
 
 def test_secondary_figures_of_a_slow_forward_stop_at_their_budget():
