@@ -34,7 +34,6 @@ from .loading import WorkerError
 _events = 0  # out-of-memory events the allocator reported in this process
 _last: dict[str, int] = {}
 _attached = False
-_unwatched = ""  # why the observer could not be attached, where it could not
 
 
 class PlanChosenUnderPressure(Exception):
@@ -60,31 +59,21 @@ def _observe(device: int, alloc: int, limit: int, device_free: int) -> None:
 
 def attach(device: torch.device) -> bool:
     """Registers the observer once per process (CUDA only; nothing to see on the CPU). Attach
-    before the candidate's code is imported: it cannot then replace the function first. An
-    allocator that has no observers (cudaMallocAsync) leaves the process unwatched, said in
-    `unwatched()`, never a failure of the forward."""
-    global _attached, _unwatched
+    before the candidate's code is imported: it cannot then replace the function first. A torch
+    without the hook, or an allocator that has no observers (cudaMallocAsync), leaves the
+    process unwatched (False), never a failure of the forward."""
+    global _attached
     if _attached or device.type != "cuda":
         return _attached
     attach_observer = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
     if attach_observer is None:
-        _unwatched = "this torch has no out-of-memory observer"
         return False
     try:
         attach_observer(_observe)
-    except Exception as error:  # noqa: BLE001 - an allocator without observers
-        _unwatched = f"{type(error).__name__}: {str(error)[:200]}"
+    except Exception:  # noqa: BLE001 - an allocator without observers
         return False
     _attached = True
     return True
-
-
-def unwatched() -> str:
-    return _unwatched
-
-
-def events() -> int:
-    return _events
 
 
 class Watch:
@@ -149,11 +138,7 @@ class Watch:
 
 
 def _is_out_of_memory(error: BaseException) -> bool:
-    current: BaseException | None = error
-    for _ in range(8):
-        if current is None:
-            return False
-        if type(current).__name__ == "OutOfMemoryError":
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    """torch's OutOfMemoryError, or an error raised from one (hosting.forward_errors wraps)."""
+    from .worker import _links
+
+    return any(type(current).__name__ == "OutOfMemoryError" for current, _ in _links(error))
