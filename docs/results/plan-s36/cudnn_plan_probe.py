@@ -95,13 +95,15 @@ def run_mode(mode: str) -> dict:
         kernels = sum(1 for e in prof.events() if e.device_type.name == "CUDA")
         with tempfile.NamedTemporaryFile(suffix=".json") as trace:
             prof.export_chrome_trace(trace.name)
-            launches = sorted(
-                {
-                    (e["name"][:60], str(e.get("args", {}).get("grid")))
-                    for e in json.load(open(trace.name))["traceEvents"]
-                    if e.get("cat") == "kernel"
-                }
-            )[:8]
+            with open(trace.name) as exported:
+                trace_events = json.load(exported)["traceEvents"]
+        launches = sorted(
+            {
+                (e["name"][:60], str(e.get("args", {}).get("grid")))
+                for e in trace_events
+                if e.get("cat") == "kernel"
+            }
+        )[:8]
     times.sort()
     return {
         "mode": mode,

@@ -18,9 +18,11 @@ source bench/device_plan.sh
 # First (about 30 s): does a first call with the device full keep a slow cuDNN plan for good?
 # (session 35's reading of the audit rows whose copy and TF32 baseline ran different kernels)
 # (PROBE=0 skips it: session 36 recorded its answer)
-[ -f $S/cudnn_plan_probe.txt ] || [ "${PROBE:-1}" = 0 ] ||
-  timeout 150 python3 docs/results/plan-s36/cudnn_plan_probe.py > $S/cudnn_plan_probe.txt 2>&1
-[ "${PROBE:-1}" = 0 ] || say "cuDNN plan probe: $(tr '\n' ' ' < $S/cudnn_plan_probe.txt | cut -c1-400)"
+if [ "${PROBE:-1}" != 0 ]; then
+  [ -f $S/cudnn_plan_probe.txt ] ||
+    timeout 150 python3 docs/results/plan-s36/cudnn_plan_probe.py > $S/cudnn_plan_probe.txt 2>&1
+  say "cuDNN plan probe: $(tr '\n' ' ' < $S/cudnn_plan_probe.txt | cut -c1-400)"
+fi
 
 if [ ! -f $S/audit.sqlite ] && [ -n "${AUDIT_SEED:-}" ]; then
   gunzip -c "docs/results/$AUDIT_SEED/audit.sqlite.gz" > $S/audit.sqlite
