@@ -11,12 +11,17 @@ device's free memory or its largest cached block, before any allocation: no out-
   clean    TF32 on, the first call with the device free
   starved  TF32 on, the first call with the device taken but for its output and STARVE_MB,
            then the filler freed and the call timed with the device free again
+  room     as starved, but ROOM_MB of the filler freed into this process's allocator cache just
+           before the first call (session 38's remedy: the allocator's cacheInfo is the larger of
+           the device's free memory and its largest cached block, so a cached block of the room
+           a plan needs lets cuDNN keep it however full the device is)
   fp32     TF32 off (the speed a plan without tensor cores gives)
 Each prints one JSON line: mode, median ms over 20 calls, kernels a call (torch.profiler) with
 their launch grids (a plan's other configuration of the same kernel shows there), and
 what the first call held beyond its output (the chosen plan's workspace, about): the headroom a
 first call needs, for a rule that keeps it free.
-Usage: [PROBE_CONV=58] [STARVE_MB=N] python3 cudnn_plan_probe.py   (three modes, a process each)
+Usage: [PROBE_CONV=58] [STARVE_MB=N] [ROOM_MB=N] python3 cudnn_plan_probe.py
+(four modes, a process each)
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import sys
 # Session 36 kept 64 MB: too little for anything, the process failed outside the allocator.
 # 1 GiB leaves the fallback room and the TF32 plan's 4.1 GB workspace none (STARVE_MB= to change).
 STARVE_MB = int(os.environ.get("STARVE_MB", "1024"))
+ROOM_MB = int(os.environ.get("ROOM_MB", "8192"))
 # The problem's module, input and output shapes.
 SHAPES = {
     "57": (lambda nn: nn.ConvTranspose2d(64, 64, 3), (8, 64, 1024, 1024), (8, 64, 1026, 1026)),
@@ -55,15 +61,19 @@ def run_mode(mode: str) -> dict:
     conv = make(nn).to(device)
     x = torch.randn(*in_shape, device=device)
     filler = []
-    if mode == "starved":
-        # Room for the output and STARVE_MB more, not a workspace.
+    if mode in ("starved", "room"):
+        # Room for the output and STARVE_MB more, not a workspace (room: and ROOM_MB to cache).
         keep = math.prod(out_shape) * 4 + (STARVE_MB << 20)
+        keep += (ROOM_MB << 20) if mode == "room" else 0
         while (free := torch.cuda.mem_get_info(device)[0]) > keep + (4 << 20):
             want = min(1 << 30, free - keep) & ~((2 << 20) - 1)
             try:
                 filler.append(torch.empty(max(want, 2 << 20), dtype=torch.uint8, device=device))
             except torch.OutOfMemoryError:
                 break
+    if mode == "room":
+        block = torch.empty(ROOM_MB << 20, dtype=torch.uint8, device=device)
+        del block  # kept in the allocator's cache: its largest block, ROOM_MB
     # What kbv.plan_pressure watches: the allocator's out-of-memory events, swallowed or not.
     events = []
     torch._C._cuda_attach_out_of_memory_observer(lambda *a: events.append(a[1]))
@@ -120,6 +130,6 @@ if __name__ == "__main__":
     if len(sys.argv) > 1:
         print(json.dumps(run_mode(sys.argv[1])), flush=True)
     else:
-        for m in ("clean", "starved", "fp32"):
+        for m in ("clean", "starved", "room", "fp32"):
             done = subprocess.run([sys.executable, __file__, m], capture_output=True, text=True)
             print(done.stdout.strip() or f"{m}: rc={done.returncode} {done.stderr[-400:]}")
