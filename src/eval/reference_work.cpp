@@ -110,7 +110,8 @@ ProblemSizes loaded_sizes(const json& loaded) {
   if (!loaded.is_object()) return {};  // not loaded
   const json sizes = loaded.value("sizes", json::object());
   return {sizes.value("input_bytes", 0.0), sizes.value("state_bytes", 0.0),
-          sizes.value("output_bytes", 0.0), sizes.value("forward_peak_bytes", 0.0)};
+          sizes.value("output_bytes", 0.0), sizes.value("forward_peak_bytes", 0.0),
+          sizes.value("plan_room_bytes", 0.0)};
 }
 
 bool loaded_on_host(const json& loaded) { return loaded.value("placed", "device") == "host"; }
