@@ -226,3 +226,181 @@ def test_a_candidate_whose_plan_was_squeezed_is_said_so_and_still_correct(tmp_pa
     assert "3.00 GiB" in flags["plans_under_pressure"]["detail"]
     # `kbv eval` evaluates one candidate: nothing beside it, no retry, its figures stand.
     assert "evaluated_alone" not in flags
+
+
+# -- a first forward's room (no event to see: cuDNN drops the plans over cacheInfo first) -------
+class _FakeDevice(plan_pressure.DeviceMemory):
+    """The device as make_room sees it: `free` of `total`, a cache that holds a block or not."""
+
+    def __init__(self, free: int, total: int = 80 << 30, fits: bool = True) -> None:
+        self.free, self.total, self.fits = free, total, fits
+        self.cached: list[int] = []
+        self.given_back = 0
+
+    def free_and_total(self) -> tuple[int, int]:
+        return self.free, self.total
+
+    def cache_block(self, nbytes: int) -> None:
+        if not self.fits:
+            _allocator_runs_out(nbytes, self.free)  # torch's observer runs before it throws
+            raise torch.OutOfMemoryError("no room")
+        self.cached.append(nbytes)
+
+    def give_back(self) -> None:
+        self.given_back += 1
+        self.cached.clear()
+
+
+def _gpu_watch(memory, carried: list | None = None) -> plan_pressure.Watch:
+    watch = plan_pressure.Watch(
+        torch.device("cpu"),
+        before_room=(lambda: carried.append("carried")) if carried is not None else None,
+        memory=memory,
+    )
+    watch.device = torch.device("cuda", 0)  # make_room's branch for a GPU, on the fake device
+    return watch
+
+
+def test_a_first_forward_on_a_full_device_gets_its_room_cached_then_given_back(monkeypatch):
+    monkeypatch.delenv("KBV_PLAN_ROOM_BYTES", raising=False)
+    device = _FakeDevice(free=1 << 30)
+    carried: list = []
+    watch = _gpu_watch(device, carried)
+    watch.extra_bytes = 2 << 30  # the forward's own peak takes its share of the block first
+    seen_inside: list = []
+    with watch.forward("tf32", "drawing a case"):
+        seen_inside.append(list(device.cached))
+    assert seen_inside == [[(8 << 30) + (2 << 30)]]  # held through the first forward
+    assert carried == ["carried"]  # the caller's peak carried before the counters restart
+    assert device.cached == [] and device.given_back == 1
+    assert watch.first_calls["tf32"]["set_aside"] is True
+    assert watch.pressured == {}
+    # Later forwards of the mode choose nothing: no room again.
+    with watch.forward("tf32", "timing the baseline"):
+        assert device.cached == []
+    assert device.given_back == 1 and carried == ["carried"]
+
+
+def test_a_first_forward_with_room_free_sets_nothing_aside():
+    device = _FakeDevice(free=40 << 30)
+    watch = _gpu_watch(device)
+    with watch.forward("fp32", "choosing the FP32 plans at the first draw"):
+        assert device.cached == []
+    assert watch.first_calls["fp32"] == {
+        "where": "choosing the FP32 plans at the first draw",
+        "room_bytes": 8 << 30,
+        "free_bytes": 40 << 30,
+        "set_aside": False,
+    }
+    assert device.given_back == 0 and watch.pressured == {}
+
+
+def test_a_small_device_gets_a_tenth_of_it_and_the_override_wins(monkeypatch):
+    monkeypatch.delenv("KBV_PLAN_ROOM_BYTES", raising=False)
+    assert plan_pressure.room_bytes(16 << 30) == int((16 << 30) * 0.1)
+    assert plan_pressure.room_bytes(141 << 30) == 8 << 30
+    assert plan_pressure.room_bytes() == 8 << 30  # a load that leaves the device untouched
+    monkeypatch.setenv("KBV_PLAN_ROOM_BYTES", str(3 << 30))
+    assert plan_pressure.room_bytes(141 << 30) == 3 << 30
+
+
+def test_no_room_to_set_aside_is_a_plan_chosen_under_pressure_not_an_event_count():
+    """The allocator's own out-of-memory in setting room aside is not a library's swallowed one
+    (it comes before the forward's window): the mode is marked for want of room, in its words."""
+    device = _FakeDevice(free=1 << 30, fits=False)
+    watch = _gpu_watch(device)
+    with watch.forward("tf32", "drawing a case"):
+        pass
+    seen = watch.pressured["tf32"]
+    assert seen["room"] is True and seen["events"] == 0 and seen["bytes"] == 8 << 30
+    words = watch.words("tf32")
+    assert "had no room for a library plan" in words and "8.00 GiB" in words
+    assert "1.00 GiB free" in words
+    with pytest.raises(WorkerError) as refused:
+        watch.refuse(("tf32",))
+    assert worker._memory_of(refused.value) == "library_plan"
+    assert device.given_back == 0  # nothing was set aside
+
+
+def test_the_host_sets_no_room_aside():
+    device = _FakeDevice(free=0)
+    watch = plan_pressure.Watch(torch.device("cpu"), memory=device)
+    with watch.forward("tf32", "drawing a case"):
+        pass
+    assert device.cached == [] and watch.first_calls == {}
+
+
+def test_the_reference_carries_its_draw_peak_and_says_where_it_had_room(tmp_path, monkeypatch):
+    """The reference's first draw on a full device: room set aside for the TF32 forward (its
+    meta forward's peak on top) and for the FP32 plans chosen beside it, recorded in the draw's
+    figures; the load says how much room its first draw must be reserved."""
+    role = _role(tmp_path)
+    loaded_sizes = role.cmd_load_problem(
+        {"device": "cpu", "problem": str(tmp_path / "problem.py")}
+    )["sizes"]
+    assert loaded_sizes["plan_room_bytes"] == 0  # the host: no library plan to make room for
+    device = _FakeDevice(free=1 << 30)
+    carried: list = []
+    role.plans = _gpu_watch(device, carried)
+    role.plans.extra_bytes = 1 << 20
+    monkeypatch.setattr(reference.ReferenceRole, "_choose_fp32_plans", _fp32_forward_watched)
+    role.cmd_set_plan({"cache_bytes": 0})
+    figures = role.cmd_prepare_case(CASE)
+    rooms = figures["plan_rooms"]
+    assert set(rooms) == {"tf32", "fp32"}
+    assert rooms["tf32"]["where"] == "drawing a case" and rooms["tf32"]["set_aside"] is True
+    assert rooms["tf32"]["room_bytes"] == (8 << 30) + (1 << 20)
+    assert device.given_back == 2 and len(carried) == 2
+    # The next draw chooses no plan: no room, no record.
+    second = role.cmd_prepare_case(CASE | {"id": "native-1", "draw": 1})
+    assert "plan_rooms" not in second and device.given_back == 2
+
+
+def _fp32_forward_watched(self, inputs):
+    """_choose_fp32_plans as on a GPU (the host skips it): the FP32 forward, watched."""
+    self._fp32_plans_chosen = True
+    with self.plans.forward("fp32", "choosing the FP32 plans at the first draw"):
+        hosting.forward(self.model, inputs, self.device)
+
+
+def test_the_meta_forward_counts_convolutions(tmp_path):
+    role = _role(tmp_path)
+    template = role._shape_template()
+    assert role._meta_forward(template)["convolutions"] == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a visible GPU")
+def test_on_a_gpu_room_is_cached_for_the_first_call_and_its_want_refused(monkeypatch):
+    """The GPU twin: with the device filled but for 256 MiB, a first forward gets its room from
+    the process's own cache (the allocator gives it back after), and with nothing cached the
+    want of room marks the mode, in words the orchestrator retries alone."""
+    monkeypatch.setenv("KBV_PLAN_ROOM_BYTES", str(1 << 30))
+    device = torch.device("cuda")
+    conv = torch.nn.Conv2d(8, 8, 3).to(device)
+    x = torch.randn(4, 8, 64, 64, device=device)
+    filler = []
+    torch.cuda.empty_cache()
+    while torch.cuda.mem_get_info(device)[0] > (256 << 20) + (2 << 30):
+        filler.append(torch.empty(1 << 30, dtype=torch.uint8, device=device))
+    filler.append(torch.empty(2 << 30, dtype=torch.uint8, device=device))
+    try:
+        del filler[-1]  # 2 GiB in this process's cache, under 2.3 GiB free on the device
+        while torch.cuda.mem_get_info(device)[0] > 256 << 20:
+            filler.append(torch.empty(64 << 20, dtype=torch.uint8, device=device))
+        watch = plan_pressure.Watch(device)
+        with torch.no_grad(), watch.forward("tf32", "drawing a case"):
+            conv(x)
+        assert watch.first_calls["tf32"]["set_aside"] is True, watch.first_calls
+        assert watch.pressured == {}
+        # The room went back to the device (the allocator keeps only small blocks).
+        assert torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) < 1 << 30
+        # Filled again, nothing cached: no room to set aside.
+        while torch.cuda.mem_get_info(device)[0] > 256 << 20:
+            filler.append(torch.empty(64 << 20, dtype=torch.uint8, device=device))
+        with torch.no_grad(), watch.forward("fp32", "choosing the FP32 plans at the first draw"):
+            conv(x)
+        assert watch.pressured["fp32"]["room"] is True
+        assert "had no room for a library plan" in watch.words("fp32")
+    finally:
+        filler.clear()
+        torch.cuda.empty_cache()
