@@ -7,6 +7,7 @@
 # 3. The GPU twins of test_plan_pressure.py.
 # 4. kbv audit of level 1's 35 convolutions at their own sizes, four at once as in the whole
 #    audit: self speedups, rooms set aside (`plan_rooms` in the draw's figures), refusals.
+# 5. Issue 20's GRPO batch (bench/serve_grpo.py) if 420 s are left.
 # Usage (carry .kb .deps .whl on EVERY call):
 #   setsid nohup docs/results/plan-s38/master.sh TOTAL > /tmp/s38.log 2>&1 < /dev/null &
 #   sleep 2; bench/device_collect.sh s38 560   (again at once after each return, same carry)
@@ -50,5 +51,13 @@ for problem, verdict, speedup, text in sqlite3.connect(sys.argv[1]).execute(
           [f for f in flags if f in ("evaluated_alone", "plans_under_pressure")])
 PY
 say "conv rows: $(wc -l < $S/conv_rows.txt)"
+# 5. Issue 20's GRPO batch at this code, where time is left (64 samples, builds made first).
+if [ "$(left)" -gt 420 ] && grep -q "kbv serve: built" $S/build.txt; then
+  t=$(date +%s)
+  timeout $(limit 450) python3 bench/serve_grpo.py --device cuda --samples 64 \
+    --workers-per-device 4 --prebuilt --cache-dir $KBV_CACHE_DIR --out $S/grpo.json \
+    > $S/grpo.txt 2>&1
+  say "GRPO (--prebuilt) rc=$? in $(( $(date +%s) - t )) s: $(tail -4 $S/grpo.txt | tr '\n' ' ')"
+fi
 say "disk peak $(cat $S/disk_peak_bytes.txt) bytes beyond the start; done"
 touch $S/DONE
