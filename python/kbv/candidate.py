@@ -135,11 +135,6 @@ class CandidateRole:
         self._load_state(request.get("state"), fds)
         inputs = block.as_list()
         self.alive.append(inputs)
-        # The first checked call's room for library plans (kbv.plan_pressure), as the
-        # reference's first forward had it: set aside before the poisoning, which fills it too
-        # (a fresh block would be the one range of free memory a stale read finds unpoisoned).
-        self.plans.extra_bytes = self.slot.layout["nbytes"] if self.slot is not None else 0
-        self.plans.make_room("forward", "a checked call")
         # S1/S2: stale memory reads NaN. Not on the run the orchestrator asks to see unpoisoned
         # (`poison: false`): a forward that computes only when its fresh buffer reads NaN, and
         # serves stale or cached values otherwise, must meet a checked call like a timed one:

@@ -222,7 +222,7 @@ class ReferenceRole:
         self._capped = False  # its device allocations are capped (cmd_cap_memory)
         # Which numeric modes of the model chose a library plan under memory pressure: their
         # baselines are not timed (kbv.plan_pressure); whether its FP32 plans were chosen yet.
-        self.plans = plan_pressure.Watch(self.device, before_room=self._carry_draw_peak)
+        self.plans = plan_pressure.Watch(self.device, room=True, before_room=self._carry_draw_peak)
         self._fp32_plans_chosen = False
         self._model_on_host = False  # loaded ahead on the host, placed on the device when used
         self.compactions = 0  # times _with_room moved the model out and back (holding says so)
@@ -267,7 +267,7 @@ class ReferenceRole:
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
         laps = hosting.Laps(process_start=hosting.WORKER_READY_S)
         self.device = hosting.device_of(request["device"])
-        self.plans = plan_pressure.Watch(self.device, before_room=self._carry_draw_peak)
+        self.plans = plan_pressure.Watch(self.device, room=True, before_room=self._carry_draw_peak)
         self._fp32_plans_chosen = False
         self.keep = request.get("keep", "truth")
         # The protocol's policy (check::Policy JSON): the TF32 baseline is measured against the

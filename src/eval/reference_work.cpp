@@ -229,7 +229,13 @@ AheadPermit permit_ahead(MemoryLedger* ahead, const json& loaded) {
   }
   ahead->size_once(device_bytes * kAheadShare);
   const double gb = 1e9;
-  const double draw = loaded_working_bytes_before_drawing(loaded);
+  // Without the first forward's room for a library plan: a session drawn ahead is capped at
+  // what it reserves, so it sets none aside (a plan it then cannot allocate is an out-of-memory
+  // event, and the session is dropped for its evaluation to draw again); counted, the room
+  // would keep every convolution from being drawn ahead in the device's small ahead share.
+  ProblemSizes sizes = loaded_sizes(loaded);
+  sizes.plan_room_bytes = 0;
+  const double draw = working_bytes_before_drawing(sizes);
   if (auto granted = ahead->try_reserve(draw)) {
     permit.reservation = std::move(granted);
     permit.bytes = draw;
