@@ -131,9 +131,11 @@ bool loaded_needs_whole_device(const json& loaded) {
   return needs_whole_ledger(loaded_sizes(loaded), loaded_device_bytes(loaded));
 }
 
-double loaded_working_bytes_before_drawing(const json& loaded) {
+double loaded_working_bytes_before_drawing(const json& loaded, bool plan_room) {
   if (loaded.value("memory", json::object()).value("kind", "") != "device") return 0;
-  return working_bytes_before_drawing(loaded_sizes(loaded));
+  ProblemSizes sizes = loaded_sizes(loaded);
+  if (!plan_room) sizes.plan_room_bytes = 0;
+  return working_bytes_before_drawing(sizes);
 }
 
 double dtype_bytes(const std::string& dtype) {
@@ -233,9 +235,7 @@ AheadPermit permit_ahead(MemoryLedger* ahead, const json& loaded) {
   // what it reserves, so it sets none aside (a plan it then cannot allocate is an out-of-memory
   // event, and the session is dropped for its evaluation to draw again); counted, the room
   // would keep every convolution from being drawn ahead in the device's small ahead share.
-  ProblemSizes sizes = loaded_sizes(loaded);
-  sizes.plan_room_bytes = 0;
-  const double draw = working_bytes_before_drawing(sizes);
+  const double draw = loaded_working_bytes_before_drawing(loaded, /*plan_room=*/false);
   if (auto granted = ahead->try_reserve(draw)) {
     permit.reservation = std::move(granted);
     permit.bytes = draw;

@@ -52,6 +52,9 @@ TEST(AheadPermit, AConvolutionsFirstForwardRoomIsNotCountedAhead) {
   nlohmann::json conv = loaded(0.134 * GB, 0.0001 * GB);
   conv["sizes"]["plan_room_bytes"] = 9.0 * (1ull << 30);
   EXPECT_GT(loaded_working_bytes_before_drawing(conv), 9 * GB);
+  // A session that has drawn (its plans chosen) is reserved no room either.
+  EXPECT_DOUBLE_EQ(loaded_working_bytes_before_drawing(conv, /*plan_room=*/false),
+                   working_bytes_before_drawing({0.134 * GB, 0.0001 * GB}));
   auto permit = permit_ahead(&ahead, conv);
   EXPECT_EQ(permit.scope, AheadPermit::Scope::draw);
   EXPECT_DOUBLE_EQ(permit.bytes, working_bytes_before_drawing({0.134 * GB, 0.0001 * GB}));

@@ -22,8 +22,11 @@ say "probes: $(cut -c1-300 $S/probe57.txt $S/probe58.txt | tr '\n' ' ')"
 
 V=docs/results/plan-s38/conv_workspace_survey.py
 timeout 240 python3 $V $S/.kb $S/survey.0.jsonl 2 0 > $S/survey.0.log 2>&1 &
+half=$!
 timeout 240 python3 $V $S/.kb $S/survey.1.jsonl 2 1 > $S/survey.1.log 2>&1
-wait
+# That half only: a bare `wait` also waits for the plan's samplers, which never end (session
+# 38's run stopped here for good; the rest was run by hand).
+wait $half
 say "survey: $(cat $S/survey.*.jsonl | wc -l) problems; largest rooms: $(cat $S/survey.*.jsonl |
   python3 -c 'import json,sys; r=[json.loads(l) for l in sys.stdin]; r=[x for x in r if "tf32" in x]
 r.sort(key=lambda x: -max(x["tf32"]["max_room_mb"], x["fp32"]["max_room_mb"]))
