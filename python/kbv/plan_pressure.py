@@ -19,24 +19,12 @@ on once either mode saw such an event (`PlanChosenUnderPressure`: the orchestrat
 reference out of device memory, a harness fault, and tries the evaluation again with the device
 to itself in a new reference process); the candidate's worker reports it (flag
 `plans_under_pressure`).
-
-A first call on a full device is thus refused and its evaluation run again alone, which stops
-the device's other evaluations. Each mode's first forward in the reference therefore gets room
-first (`Watch.make_room`): where the device has less free than `room_bytes` (and the forward's
-own peak, where known), that much is allocated and freed into the process's allocator cache,
-where the plan's workspace is then found; the room is given back after that forward. Measured on
-the H100 (session 38, docs/results/h100-2026-12-07-s38): 57_conv_transposed_2D's first call with
-3 GB free kept the FP32 fallback (30.3 ms, 26 events); with an 8 GiB block cached first, the
-clean plan (8.8 ms against 8.2, the same kernels). Session 37 read 58_conv_transposed_3D's slow
-baseline as a plan dropped before any allocation, with no event; on torch 2.11 a squeezed first
-call raised events on both shapes probed, so that reading is not borne out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -46,45 +34,6 @@ from .loading import WorkerError
 _events = 0  # out-of-memory events the allocator reported in this process
 _last: dict[str, int] = {}
 _attached = False
-
-
-# The room a mode's first forward gets for a library's plan: the most any of KernelBench's 126
-# problems with a convolution held beyond its output at a first call in a clean process was
-# 8.0 GiB (76_conv_standard_1D_dilated_strided__; median 0.27 GiB; docs/results/
-# h100-2026-12-07-s38, conv_workspace_survey.py), with a margin, and never more than an eighth
-# of the device.
-ROOM_BYTES = 9 << 30
-ROOM_SHARE = 0.125
-
-
-def room_bytes(total: int | None = None) -> int:
-    """The room a first call gets on a device of `total` bytes (None: not known yet, as at a
-    load that leaves the device untouched); KBV_PLAN_ROOM_BYTES overrides."""
-    override = os.environ.get("KBV_PLAN_ROOM_BYTES")
-    if override:
-        return int(override)
-    return ROOM_BYTES if total is None else min(ROOM_BYTES, int(total * ROOM_SHARE))
-
-
-class DeviceMemory:
-    """What `Watch.make_room` asks of the device (apart, so the host's tests can be the device)."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-
-    def free_and_total(self) -> tuple[int, int]:
-        free, total = torch.cuda.mem_get_info(self.device)
-        return int(free), int(total)
-
-    def cache_block(self, nbytes: int) -> None:
-        """`nbytes` allocated and freed: kept in the allocator's cache, its largest block. The
-        allocation would stand as the process's peak: the counters start again from here."""
-        block = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-        del block
-        torch.cuda.reset_peak_memory_stats(self.device)
-
-    def give_back(self) -> None:
-        torch.cuda.empty_cache()
 
 
 class PlanChosenUnderPressure(Exception):
@@ -128,59 +77,11 @@ def attach(device: torch.device) -> bool:
 
 
 class Watch:
-    """Which numeric modes of one model chose a library plan under memory pressure, and the room
-    each mode's first forward had.
+    """Which numeric modes of one model chose a library plan under memory pressure."""
 
-    `room`: each mode's first forward gets room (the reference's, whose first draw the memory
-    ledger reserves it for; a candidate's first call is not reserved any, and its squeeze is
-    seen by the events and timed again alone). `before_room`: called before room is set aside,
-    which starts the allocator's peak counters again (a caller measuring a peak across it carries
-    its figure first). `extra_bytes`: the forward's own peak where the caller knows it (its
-    outputs and intermediates take their share of the cached block before a plan's workspace is
-    asked for)."""
-
-    def __init__(
-        self,
-        device: torch.device,
-        room: bool = False,
-        before_room: Callable[[], None] | None = None,
-        memory: DeviceMemory | None = None,
-    ) -> None:
+    def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.room = room
         self.pressured: dict[str, dict[str, Any]] = {}
-        self.first_calls: dict[str, dict[str, Any]] = {}
-        self.extra_bytes = 0
-        self._before_room = before_room
-        self._memory = memory or DeviceMemory(device)
-        self._room_held = False
-
-    def make_room(self, mode: str, where: str) -> bool:
-        """Before `mode`'s first forward on a GPU: room for its library plans (the module's
-        docstring); True where a block was set aside (given back after the next forward). Where
-        it cannot be set aside (a session drawn ahead under its cap, a device others fill), the
-        forward goes on as it would have: a plan it then cannot allocate is an out-of-memory
-        event the forward's window counts (measured: 26 on 57_conv_transposed_2D's first call
-        with 3 GB free), so the want of room is recorded, never refused by itself."""
-        if not self.room or mode in self.first_calls or self.device.type != "cuda":
-            return False
-        free, total = self._memory.free_and_total()
-        need = room_bytes(total) + max(0, int(self.extra_bytes))
-        record = {"where": where, "room_bytes": need, "free_bytes": free, "set_aside": False}
-        self.first_calls[mode] = record
-        if free >= need:
-            return False
-        if self._before_room is not None:
-            self._before_room()
-        try:
-            self._memory.cache_block(need)
-        except torch.OutOfMemoryError:
-            # The allocator's own event, before any forward's window: not a plan's.
-            record["no_room"] = True
-            return False
-        record["set_aside"] = True
-        self._room_held = True
-        return True
 
     @contextlib.contextmanager
     def forward(self, mode: str, where: str) -> Iterator[None]:
@@ -188,7 +89,6 @@ class Watch:
         the forward did not raise was swallowed by a library choosing a plan. One it raised is
         the caller's to handle (an evicting retry); events beyond that one still count."""
         attach(self.device)  # once, before the model's first forward on the device
-        self.make_room(mode, where)
         before = _events
         raised_oom = False
         try:
@@ -200,9 +100,6 @@ class Watch:
             swallowed = _events - before - (1 if raised_oom else 0)
             if swallowed > 0 and mode not in self.pressured:
                 self.pressured[mode] = {"where": where, "events": swallowed, **_last}
-            if self._room_held:
-                self._room_held = False
-                self._memory.give_back()
 
     def call(self, mode: str, where: str, fn):
         """`fn` watched call by call, for loops that catch a call's failure themselves (the
@@ -238,10 +135,6 @@ class Watch:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.pressured)
-
-    def rooms_json(self) -> dict[str, Any]:
-        """The room each mode's first forward had (the result's record of it)."""
-        return {mode: dict(record) for mode, record in self.first_calls.items()}
 
 
 def _is_out_of_memory(error: BaseException) -> bool:

@@ -154,12 +154,10 @@ class _LiveBytes(TorchDispatchMode):
         self.live = 0
         self.peak = 0
         self.ops = 0
-        self.convolutions = 0  # calls whose library plan is chosen at a first call (cuDNN's)
         self.started: float | None = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops += 1
-        self.convolutions += "convolution" in func.__name__
         now = time.monotonic()
         self.started = self.started or now
         if self.ops > META_FORWARD_MAX_OPS:
@@ -222,7 +220,7 @@ class ReferenceRole:
         self._capped = False  # its device allocations are capped (cmd_cap_memory)
         # Which numeric modes of the model chose a library plan under memory pressure: their
         # baselines are not timed (kbv.plan_pressure); whether its FP32 plans were chosen yet.
-        self.plans = plan_pressure.Watch(self.device, room=True, before_room=self._carry_draw_peak)
+        self.plans = plan_pressure.Watch(self.device)
         self._fp32_plans_chosen = False
         self._model_on_host = False  # loaded ahead on the host, placed on the device when used
         self.compactions = 0  # times _with_room moved the model out and back (holding says so)
@@ -267,7 +265,7 @@ class ReferenceRole:
     def cmd_load_problem(self, request: dict[str, Any]) -> dict[str, Any]:
         laps = hosting.Laps(process_start=hosting.WORKER_READY_S)
         self.device = hosting.device_of(request["device"])
-        self.plans = plan_pressure.Watch(self.device, room=True, before_room=self._carry_draw_peak)
+        self.plans = plan_pressure.Watch(self.device)
         self._fp32_plans_chosen = False
         self.keep = request.get("keep", "truth")
         # The protocol's policy (check::Policy JSON): the TF32 baseline is measured against the
@@ -314,8 +312,6 @@ class ReferenceRole:
         laps.lap("template")
         forward = self._meta_forward(template)
         laps.lap("meta_forward")
-        # A first forward's room for library plans takes the forward's own share too.
-        self.plans.extra_bytes = int(forward.get("forward_peak_bytes", 0))
         roofline.warm_up_in_background()  # its first use is seconds; the roofline call comes later
         facts = {} if off_device else self.cmd_device_facts({})
         laps.lap("environment")
@@ -329,15 +325,7 @@ class ReferenceRole:
             "sizes": {
                 "input_bytes": sum(shared.nbytes(v) for v in template if torch.is_tensor(v)),
                 "state_bytes": sum(shared.nbytes(v) for v in self.initial_state.values()),
-                **{k: v for k, v in forward.items() if k != "convolutions"},
-                # What a mode's first forward may set aside for a convolution's plan (the memory
-                # ledger reserves it for the first draw): where the meta forward dispatched one,
-                # or could not say.
-                "plan_room_bytes": (
-                    plan_pressure.room_bytes()
-                    if self.device.type == "cuda" and forward.get("convolutions", 1) > 0
-                    else 0
-                ),
+                **forward,
             },
             "placed": "host" if self._model_on_host else "device",
             **facts,
@@ -438,7 +426,6 @@ class ReferenceRole:
             "forward_estimate": "meta",
             "output_bytes": output_bytes,
             "forward_peak_bytes": max(counter.peak, output_bytes),
-            "convolutions": counter.convolutions,
         }
 
     def cmd_set_plan(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -894,7 +881,6 @@ class ReferenceRole:
         assert self.model is not None and self.module is not None
         family, draw, redraw_names, perturb = key[0], key[1], set(key[2]), key[3]
         started = time.monotonic()
-        first_calls_before = set(self.plans.first_calls)
         _reset_peak(self.device)
         self._draw_peak_carried = 0
         self._forward_peak = 0
@@ -1021,10 +1007,6 @@ class ReferenceRole:
         }
         figures["sensitivity"] = _sensitivity_state(case.sensitivity)
         figures["draw_seconds"] = time.monotonic() - started
-        # The room the modes first run by this draw had for their library plans.
-        rooms = self.plans.rooms_json()
-        if set(rooms) - first_calls_before:
-            figures["plan_rooms"] = {m: r for m, r in rooms.items() if m not in first_calls_before}
         # Where the draw's time went (each phase ends in a host read of a device figure, so
         # these are device times too): the first thing to read when a large problem is slow.
         figures["draw_phases_s"] = {k: round(v, 4) for k, v in phases.items()}
@@ -1034,11 +1016,6 @@ class ReferenceRole:
             case.close()
             self.plans.refuse()
         return case
-
-    def _carry_draw_peak(self) -> None:
-        """The draw's device peak so far, carried before a first forward's room for library
-        plans starts the allocator's counters again (plan_pressure.Watch)."""
-        self._draw_peak_carried = max(self._draw_peak_carried, _peak(self.device))
 
     def _choose_fp32_plans(self, inputs: list) -> None:
         """Under `verified` no draw runs the model in FP32, so its first FP32 call, where its

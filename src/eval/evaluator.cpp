@@ -213,11 +213,8 @@ class Evaluation {
     say("drawing input families and golden outputs");
     // Device memory for the evaluation's peak, reserved where others share the device: from
     // the problem's inputs before any case is drawn, then from the memory plan after the first
-    // (what the first draw measured). The first forward's room for a library plan only where
-    // the session has not drawn yet (one drawn ahead chose its plans there).
-    reserve_device_memory(workers, session,
-                          loaded_working_bytes_before_drawing(session.loaded,
-                                                              /*plan_room=*/!session.plan),
+    // (what the first draw measured).
+    reserve_device_memory(workers, session, loaded_working_bytes_before_drawing(session.loaded),
                           /*cases_in_use=*/false);
     prepare(session, default_redraw(session.loaded, protocol_), workers);
     result.durations_s["reference"] = seconds_since(t) + lease_.ahead_wait_s;

@@ -69,15 +69,10 @@ MemoryPlan plan_memory(const MemoryFacts& f) {
 
 double working_bytes_before_drawing(const ProblemSizes& sizes) {
   const double state = kStateWorkingFactor * sizes.state_bytes;
-  const double first_forward =
-      sizes.input_bytes + sizes.state_bytes + sizes.forward_peak_bytes + sizes.plan_room_bytes;
-  if (sizes.forward_peak_bytes <= 0) {
-    return std::max(kWorkingFactor * sizes.input_bytes + state, first_forward);
-  }
-  return std::max(kInputWorkingFactor * sizes.input_bytes +
-                      kForwardPeakWorkingFactor * sizes.forward_peak_bytes +
-                      kOutputWorkingFactor * sizes.output_bytes + state,
-                  first_forward);
+  if (sizes.forward_peak_bytes <= 0) return kWorkingFactor * sizes.input_bytes + state;
+  return kInputWorkingFactor * sizes.input_bytes +
+         kForwardPeakWorkingFactor * sizes.forward_peak_bytes +
+         kOutputWorkingFactor * sizes.output_bytes + state;
 }
 
 bool needs_device_alone(const ProblemSizes& sizes, double device_bytes,

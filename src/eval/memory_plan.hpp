@@ -101,13 +101,7 @@ struct ProblemSizes {
   double state_bytes = 0;
   double output_bytes = 0;        // the float32 forward's outputs (meta)
   double forward_peak_bytes = 0;  // its live peak, outputs included (meta); 0: not known
-  // The room a numeric mode's first forward sets aside for a library plan (a cuDNN
-  // convolution's workspace, python/kbv/plan_pressure.py), beside the inputs, the state and the
-  // forward's own peak; 0: the problem calls no such library.
-  double plan_room_bytes = 0;
 };
-// At least the inputs, the state, the forward's peak and the plan room at once (a first forward
-// with its room set aside).
 double working_bytes_before_drawing(const ProblemSizes& sizes);
 bool needs_device_alone(const ProblemSizes& sizes, double device_bytes, int evaluations_per_device);
 // Whether one evaluation of the problem needs, before its first draw, at least what the

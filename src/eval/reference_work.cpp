@@ -110,8 +110,7 @@ ProblemSizes loaded_sizes(const json& loaded) {
   if (!loaded.is_object()) return {};  // not loaded
   const json sizes = loaded.value("sizes", json::object());
   return {sizes.value("input_bytes", 0.0), sizes.value("state_bytes", 0.0),
-          sizes.value("output_bytes", 0.0), sizes.value("forward_peak_bytes", 0.0),
-          sizes.value("plan_room_bytes", 0.0)};
+          sizes.value("output_bytes", 0.0), sizes.value("forward_peak_bytes", 0.0)};
 }
 
 bool loaded_on_host(const json& loaded) { return loaded.value("placed", "device") == "host"; }
@@ -131,11 +130,9 @@ bool loaded_needs_whole_device(const json& loaded) {
   return needs_whole_ledger(loaded_sizes(loaded), loaded_device_bytes(loaded));
 }
 
-double loaded_working_bytes_before_drawing(const json& loaded, bool plan_room) {
+double loaded_working_bytes_before_drawing(const json& loaded) {
   if (loaded.value("memory", json::object()).value("kind", "") != "device") return 0;
-  ProblemSizes sizes = loaded_sizes(loaded);
-  if (!plan_room) sizes.plan_room_bytes = 0;
-  return working_bytes_before_drawing(sizes);
+  return working_bytes_before_drawing(loaded_sizes(loaded));
 }
 
 double dtype_bytes(const std::string& dtype) {
@@ -231,11 +228,7 @@ AheadPermit permit_ahead(MemoryLedger* ahead, const json& loaded) {
   }
   ahead->size_once(device_bytes * kAheadShare);
   const double gb = 1e9;
-  // Without the first forward's room for a library plan: a session drawn ahead is capped at
-  // what it reserves, so it sets none aside (a plan it then cannot allocate is an out-of-memory
-  // event, and the session is dropped for its evaluation to draw again); counted, the room
-  // would keep every convolution from being drawn ahead in the device's small ahead share.
-  const double draw = loaded_working_bytes_before_drawing(loaded, /*plan_room=*/false);
+  const double draw = loaded_working_bytes_before_drawing(loaded);
   if (auto granted = ahead->try_reserve(draw)) {
     permit.reservation = std::move(granted);
     permit.bytes = draw;

@@ -64,10 +64,8 @@ bool loaded_needs_device_alone(const nlohmann::json& loaded, int evaluations_per
 // draw (memory_plan's needs_whole_ledger); false on the host.
 bool loaded_needs_whole_device(const nlohmann::json& loaded);
 // What one evaluation of the loaded problem may need of its device before any case is drawn
-// (memory_plan's working_bytes_before_drawing); 0 on the host. Without `plan_room`, less the room
-// a first forward sets aside for a library plan: a session drawn ahead sets none aside (it is
-// capped), and one that has drawn has chosen its plans.
-double loaded_working_bytes_before_drawing(const nlohmann::json& loaded, bool plan_room = true);
+// (memory_plan's working_bytes_before_drawing); 0 on the host.
+double loaded_working_bytes_before_drawing(const nlohmann::json& loaded);
 
 // Bytes of one element of a tensor dtype named as torch names it.
 double dtype_bytes(const std::string& dtype);

@@ -340,17 +340,15 @@ Response WorkerProcess::receive(std::chrono::milliseconds timeout) {
   Response r = receive_answer(timeout);
   if (!call_trace_path().empty() && !traced_command_.empty()) {
     static constexpr const char* kStatus[] = {"ok", "error", "timeout", "died"};
-    // A drawn case's phases (and the first forwards' room); a case kept from before was not drawn
-    // (its figures carry the phases of its first draw), so it says only that; a load's steps; a
-    // shared case, what the reference held.
+    // A drawn case's phases; a case kept from before was not drawn (its figures carry the
+    // phases of its first draw), so it says only that; a load's steps; a shared case, what the
+    // reference held.
     nlohmann::json detail;
     if (r.ok() && r.result.is_object()) {
       if (r.result.value("cached", false)) {
         detail = {{"cached", true}};
       } else if (r.result.contains("draw_phases_s")) {
         detail = r.result["draw_phases_s"];
-        // The room a first forward of each mode had for its library plans (kbv.plan_pressure).
-        if (r.result.contains("plan_rooms")) detail["plan_rooms"] = r.result["plan_rooms"];
       } else if (r.result.contains("load_phases_s")) {  // a load's steps, its process's start
         detail = r.result["load_phases_s"];
       } else if (r.result.contains("store") && traced_command_ == cmd::kShareCase) {

@@ -45,22 +45,6 @@ TEST(AheadPermit, ASmallProblemIsDrawnAheadWithinWhatItReserved) {
   EXPECT_DOUBLE_EQ(ahead.reserved_bytes(), 0);
 }
 
-TEST(AheadPermit, AConvolutionsFirstForwardRoomIsNotCountedAhead) {
-  MemoryLedger ahead;
-  // 58_conv_transposed_3D: 134 MB of inputs; its evaluation's own first draw reserves 9 GiB of
-  // room for cuDNN's plan, more than the H200's ahead share holds for two such sessions.
-  nlohmann::json conv = loaded(0.134 * GB, 0.0001 * GB);
-  conv["sizes"]["plan_room_bytes"] = 9.0 * (1ull << 30);
-  EXPECT_GT(loaded_working_bytes_before_drawing(conv), 9 * GB);
-  // A session that has drawn (its plans chosen) is reserved no room either.
-  EXPECT_DOUBLE_EQ(loaded_working_bytes_before_drawing(conv, /*plan_room=*/false),
-                   working_bytes_before_drawing({0.134 * GB, 0.0001 * GB}));
-  auto permit = permit_ahead(&ahead, conv);
-  EXPECT_EQ(permit.scope, AheadPermit::Scope::draw);
-  EXPECT_DOUBLE_EQ(permit.bytes, working_bytes_before_drawing({0.134 * GB, 0.0001 * GB}));
-  EXPECT_LT(permit.bytes, 1.5 * GB);
-}
-
 TEST(AheadPermit, ALargeElementwiseProblemIsLoadedAheadAndDrawnByItsEvaluation) {
   MemoryLedger ahead;
   // 19_ReLU: 6.4 GB of inputs, no parameters: its draw may need 51 GB, far beyond the share.

@@ -153,26 +153,6 @@ TEST(MemoryPlan, TheMetaForwardMakesTheEstimateBeforeDrawingFollowTheMeasure) {
   EXPECT_DOUBLE_EQ(working_bytes_before_drawing({6.44e9, 0, 6.44e9, 0}), 8 * 6.44e9);
 }
 
-// A convolution's first forward sets aside room for cuDNN's plan (python/kbv/plan_pressure.py):
-// a small problem's first draw is reserved that room beside its inputs, state and forward; a
-// large one's estimate already holds it.
-TEST(MemoryPlan, AFirstForwardsRoomForALibraryPlanIsReservedBeforeDrawing) {
-  const double room = 8.0 * (1ull << 30);
-  // 58_conv_transposed_3D: 134 MB in, 46 MB out: about 0.7 GB estimated without the room.
-  const ProblemSizes conv3d{134e6, 0.1e6, 46e6, 180e6, 0};
-  ProblemSizes roomed = conv3d;
-  roomed.plan_room_bytes = room;
-  EXPECT_LT(working_bytes_before_drawing(conv3d), 1e9);
-  EXPECT_DOUBLE_EQ(working_bytes_before_drawing(roomed), 134e6 + 0.1e6 + 180e6 + room);
-  // 57_conv_transposed_2D's shapes (2.1 GB in, 2.2 GB out): its estimate is above the room's.
-  const ProblemSizes conv2d{2.15e9, 0.15e6, 2.16e9, 4.3e9, 0};
-  ProblemSizes roomed2d = conv2d;
-  roomed2d.plan_room_bytes = room;
-  EXPECT_DOUBLE_EQ(working_bytes_before_drawing(roomed2d), working_bytes_before_drawing(conv2d));
-  // Without the forward's figures the room still counts.
-  EXPECT_DOUBLE_EQ(working_bytes_before_drawing({10e6, 0, 0, 0, room}), 10e6 + room);
-}
-
 }  // namespace
 }  // namespace kbv::eval
 

@@ -12,9 +12,8 @@ device's free memory or its largest cached block, before any allocation: no out-
   starved  TF32 on, the first call with the device taken but for its output and STARVE_MB,
            then the filler freed and the call timed with the device free again
   room     as starved, but ROOM_MB of the filler freed into this process's allocator cache just
-           before the first call (session 38's remedy: the allocator's cacheInfo is the larger of
-           the device's free memory and its largest cached block, so a cached block of the room
-           a plan needs lets cuDNN keep it however full the device is)
+           before the first call (the remedy session 38 tried: the plan's workspace is then found
+           in the cache however full the device is; withdrawn, docs/measurement.md step 10)
   fp32     TF32 off (the speed a plan without tensor cores gives)
 Each prints one JSON line: mode, median ms over 20 calls, kernels a call (torch.profiler) with
 their launch grids (a plan's other configuration of the same kernel shows there), and

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 38's device plan: the cuDNN plan filtered by free memory (session 37's 58 row), shown
-# and measured, then the first-call room (plan_pressure.Watch.make_room) checked on the GPU.
+# Session 38's device plan: the cuDNN plan filtered by free memory (session 37's reading of its 58
+# row), probed, and the first-call room (a plan_pressure.Watch.make_room, withdrawn after the run:
+# docs/measurement.md step 10) checked on the GPU.
 # 1. cudnn_plan_probe.py on 57's and 58's shapes (clean / starved / room / fp32, a process each).
 # 2. conv_workspace_survey.py: the room each KernelBench convolution's first call needs in a
 #    clean process (two processes, halves of the 126 problems with a convolution).
